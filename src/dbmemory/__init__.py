@@ -1,0 +1,1 @@
+"""dbmemory: persistent memory for LLM agents inside your own relational database."""

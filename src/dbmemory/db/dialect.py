@@ -1,0 +1,226 @@
+"""Every difference between the supported databases, in one module.
+
+Nothing else in dbmemory branches on the dialect name. What lives here:
+
+* column types pinned per backend (the file body is ``CLOB`` on Oracle and ``LONGTEXT`` on
+  MySQL/MariaDB; timestamps keep fractions and are stored as UTC everywhere);
+* engine set-up for SQLite (WAL, busy timeout, ``BEGIN IMMEDIATE`` so a read-then-write never
+  fails with "database is locked");
+* the best-effort touch strategy (inline on SQLite, a background connection elsewhere);
+* translation of driver errors into :mod:`dbmemory.errors` (one place, ``raise ... from``).
+
+Facts behind each choice are in the project's DATABASES.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, oracle, postgresql
+from sqlalchemy.engine import Connection, Dialect, Engine
+
+from dbmemory.errors import ConflictError, DbMemoryError, StorageError
+
+__all__ = [
+    "UtcDateTime",
+    "BodyText",
+    "PathText",
+    "big_id",
+    "utcnow",
+    "configure_engine",
+    "is_sqlite",
+    "is_memory_sqlite",
+    "touch_inline",
+    "translate_db_error",
+    "oracle19_dialect",
+]
+
+
+def utcnow() -> dt.datetime:
+    """The current time as an aware UTC ``datetime`` (microsecond precision)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UtcDateTime(sa.types.TypeDecorator[dt.datetime]):
+    """A timestamp that is always UTC, whatever the server or session time zone.
+
+    Stored as ``TIMESTAMP WITH TIME ZONE`` on PostgreSQL, ``TIMESTAMP(6)`` on Oracle (never
+    ``DATE``, which loses fractions), ``DATETIME(6)`` on MySQL/MariaDB (naive UTC: MySQL drops
+    zones) and ISO text on SQLite (naive UTC). Binds accept aware datetimes (converted to UTC)
+    or naive ones (taken as UTC); results are always aware UTC datetimes.
+    """
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.TIMESTAMP(timezone=True))
+        if dialect.name == "oracle":
+            return dialect.type_descriptor(oracle.TIMESTAMP())
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime())
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+        if dialect.name == "postgresql":
+            return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        return value.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # SQLite text in a raw view or a hand-written row
+            value = dt.datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+
+
+BodyText: sa.types.TypeEngine[str] = (
+    sa.UnicodeText()
+    .with_variant(oracle.CLOB(), "oracle")
+    .with_variant(mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb")
+)
+"""A file body: ``CLOB`` on Oracle, ``LONGTEXT`` on MySQL/MariaDB (``TEXT`` stops at 64 KiB),
+``TEXT`` on PostgreSQL and SQLite. Never compared, sorted, grouped or DISTINCTed."""
+
+PathText: sa.types.TypeEngine[str] = sa.String(1000).with_variant(
+    mysql.VARCHAR(1000, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+)
+"""A memory path, at most 1,000 characters. On MySQL/MariaDB the binary collation makes
+comparisons case- and accent-sensitive like the other backends. Equality lookups and the unique
+key use the ``path_hash`` column instead, so no backend needs an index on 1,000 characters
+(InnoDB's 3,072-byte key limit, PostgreSQL's ~2,700-byte B-tree row limit)."""
+
+big_id: sa.types.TypeEngine[int] = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""Surrogate-key type: ``BIGINT`` everywhere but SQLite, where only ``INTEGER PRIMARY KEY``
+autoincrements."""
+
+
+def is_sqlite(bind: Connection | Engine | Dialect) -> bool:
+    """Whether ``bind`` talks to SQLite."""
+    dialect = bind if isinstance(bind, Dialect) else bind.dialect
+    return dialect.name == "sqlite"
+
+
+def is_memory_sqlite(engine: Engine) -> bool:
+    """Whether ``engine`` is an in-memory SQLite database (no second connection can see it)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    database = engine.url.database
+    return database in (None, "", ":memory:") or "mode=memory" in str(engine.url)
+
+
+def configure_engine(engine: Engine, *, busy_timeout_ms: int = 30_000) -> Engine:
+    """Apply dbmemory's connection set-up to ``engine`` and return it.
+
+    SQLite only (other backends need nothing): turns off pysqlite's own transaction handling,
+    issues ``BEGIN IMMEDIATE`` at the start of every transaction so the write lock is taken before
+    the first read (SQLite ignores ``SELECT ... FOR UPDATE``), enables WAL for file databases, a
+    busy timeout of ``busy_timeout_ms`` milliseconds, and foreign keys. This is SQLAlchemy's
+    documented recipe for serialisable SQLite transactions.
+
+    Idempotent: calling it twice on one engine installs the listeners once.
+    """
+    if engine.dialect.name != "sqlite" or getattr(engine, "_dbmemory_configured", False):
+        return engine
+
+    memory = is_memory_sqlite(engine)
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if not memory:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine._dbmemory_configured = True  # type: ignore[attr-defined]
+    return engine
+
+
+def touch_inline(conn: Connection) -> bool:
+    """Whether a read's touch should run inline in the caller's transaction.
+
+    True on SQLite: the caller's transaction already holds the single write lock (``BEGIN
+    IMMEDIATE``), so an inline ``UPDATE`` takes no new lock and a second connection would only
+    wait for the caller. Elsewhere the touch runs on its own connection in the background with
+    ``SKIP LOCKED`` semantics, so the caller's transaction never holds a lock because of a read.
+    """
+    return conn.dialect.name == "sqlite"
+
+
+def lock_skip_locked(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Select[Any]:
+    """``FOR UPDATE SKIP LOCKED`` where the backend has it (SQLite has no row locks)."""
+    if bind.dialect.name == "sqlite":
+        return stmt
+    return stmt.with_for_update(skip_locked=True)
+
+
+_CONFLICT_MARKERS = (
+    "deadlock",
+    "lock wait timeout",
+    "could not obtain lock",
+    "lock timeout",
+    "could not serialize",
+    "database is locked",
+    "ora-00060",  # deadlock detected
+    "ora-00054",  # resource busy (NOWAIT)
+    "ora-30006",  # resource busy (WAIT timeout)
+    "ora-08177",  # cannot serialize
+)
+
+
+def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
+    """Map a driver/SQLAlchemy exception to a dbmemory error without leaking its text.
+
+    Args:
+        exc: the exception raised by SQLAlchemy or the driver.
+        action: what was being done, for the message, e.g. ``"writing /memories/a.md"``.
+
+    Returns:
+        A :class:`ConflictError` for lock timeouts, deadlocks and serialisation failures (the
+        caller may retry), an existing :class:`DbMemoryError` unchanged, otherwise a
+        :class:`StorageError`. The caller raises it ``from exc``.
+    """
+    if isinstance(exc, DbMemoryError):
+        return exc
+    text = str(getattr(exc, "orig", exc) or exc).lower()
+    if any(marker in text for marker in _CONFLICT_MARKERS):
+        return ConflictError(
+            f"{action} waited for another writer and gave up: retry the operation"
+        )
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or getattr(
+        exc, "connection_invalidated", False
+    ):
+        return StorageError(f"the memory store could not be reached while {action}: retry later")
+    return StorageError(f"the memory store failed while {action}")
+
+
+def oracle19_dialect() -> Dialect:
+    """An unconnected Oracle dialect configured as a 19c server, for compile-only checks.
+
+    An unconnected ``oracle.dialect()`` assumes 23ai (native BOOLEAN and JSON); dbmemory
+    supports 19c, so statements are compiled against 19c's features.
+    """
+    dialect = oracle.dialect()
+    dialect.server_version_info = (19, 0)
+    dialect.supports_native_boolean = False
+    dialect._supports_oracle_json = False  # type: ignore[attr-defined]
+    return dialect

@@ -1,0 +1,139 @@
+"""The one schema source: SQLAlchemy Core tables (DESIGN.md section 5).
+
+Rules kept here: every table is prefixed ``dbm_``; no table, column or constraint name is an
+Oracle reserved word or longer than 30 characters; the file body is a CLOB that is never
+compared, sorted or grouped (sizes live in ``char_count``, equality uses ``version_no`` and
+``path_hash``); timestamps are UTC (:class:`~dbmemory.db.dialect.UtcDateTime`).
+
+Migrations (``dbmemory/db/migrations``) create exactly these tables; a test compares them.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from dbmemory.db.dialect import BodyText, PathText, UtcDateTime, big_id
+
+__all__ = [
+    "metadata",
+    "stores",
+    "files",
+    "agents",
+    "audit_events",
+    "FILE_LIST_VIEW",
+    "file_list_view_select",
+    "VERSION_TABLE",
+]
+
+VERSION_TABLE = "dbm_alembic_version"
+"""Alembic's version table for dbmemory, apart from the host application's ``alembic_version``."""
+
+FILE_LIST_VIEW = "dbm_file_list_v"
+"""Report view: one row per file with its store, without the body."""
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_MYSQL = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB"}
+
+stores = sa.Table(
+    "dbm_stores",
+    metadata,
+    sa.Column("store_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column("store_key", sa.String(700), nullable=False),
+    sa.Column("scope_name", sa.String(10), nullable=False),
+    sa.Column(
+        "agent_code",
+        sa.String(200),
+        nullable=True,
+        comment="agent whose namespace holds the store, or that created a session store",
+    ),
+    sa.Column("store_code", sa.String(200), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.UniqueConstraint("store_key", name="uq_dbm_stores_key"),
+    sa.Index("ix_dbm_stores_agent", "agent_code"),
+    **_MYSQL,
+)
+
+files = sa.Table(
+    "dbm_files",
+    metadata,
+    sa.Column("file_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column(
+        "store_id",
+        big_id,
+        sa.ForeignKey("dbm_stores.store_id", ondelete="CASCADE", name="fk_dbm_files_store"),
+        nullable=False,
+    ),
+    sa.Column("file_path", PathText, nullable=False),
+    sa.Column("path_hash", sa.String(64), nullable=False, comment="sha256 hex of file_path"),
+    sa.Column("body", BodyText, nullable=True, comment="NULL means empty (Oracle stores '' as NULL)"),
+    sa.Column("char_count", sa.Integer(), nullable=False, comment="length of body in characters"),
+    sa.Column("version_no", sa.Integer(), nullable=False, comment="1 on create, +1 per change"),
+    sa.Column("expiry_exempt", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("last_accessed_at", UtcDateTime(), nullable=False, comment="last read or write"),
+    sa.UniqueConstraint("store_id", "path_hash", name="uq_dbm_files_store_path"),
+    sa.Index("ix_dbm_files_accessed", "last_accessed_at"),
+    **_MYSQL,
+)
+
+agents = sa.Table(
+    "dbm_agents",
+    metadata,
+    sa.Column("agent_code", sa.String(200), primary_key=True),
+    sa.Column("scope_name", sa.String(10), nullable=False),
+    sa.Column("store_code", sa.String(200), nullable=True),
+    sa.Column("context_key", sa.String(200), nullable=True),
+    sa.Column("max_file_chars", sa.Integer(), nullable=False),
+    sa.Column("max_files", sa.Integer(), nullable=False),
+    sa.Column("max_store_chars", sa.BigInteger(), nullable=True, comment="NULL means no cap"),
+    sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    **_MYSQL,
+)
+
+audit_events = sa.Table(
+    "dbm_audit_events",
+    metadata,
+    sa.Column("event_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column("store_id", big_id, nullable=True, comment="no foreign key: events outlive stores"),
+    sa.Column("store_key", sa.String(700), nullable=True),
+    sa.Column("file_path", PathText, nullable=True),
+    sa.Column("action_name", sa.String(30), nullable=False),
+    sa.Column("actor_name", sa.String(500), nullable=False),
+    sa.Column("chars_before", sa.BigInteger(), nullable=True),
+    sa.Column("chars_after", sa.BigInteger(), nullable=True),
+    sa.Column("detail_text", sa.String(1000), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Index("ix_dbm_audit_events_store", "store_id", "created_at"),
+    sa.Index("ix_dbm_audit_events_time", "created_at"),
+    **_MYSQL,
+)
+
+
+def file_list_view_select() -> sa.Select[tuple[object, ...]]:
+    """The ``SELECT`` behind :data:`FILE_LIST_VIEW`: store key, scope, path, size in characters,
+    version and timestamps of every file, without the body."""
+    return sa.select(
+        stores.c.store_id,
+        stores.c.store_key,
+        stores.c.scope_name,
+        files.c.file_id,
+        files.c.file_path,
+        files.c.char_count,
+        files.c.version_no,
+        files.c.created_at,
+        files.c.updated_at,
+        files.c.last_accessed_at,
+    ).select_from(stores.join(files, files.c.store_id == stores.c.store_id))

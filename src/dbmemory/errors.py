@@ -1,0 +1,108 @@
+"""The exceptions of dbmemory: one root, a few subclasses, each with a stable code.
+
+Admin and configuration functions raise these. The MEMORY tool never raises: it turns them into
+text that starts with :data:`ERROR_MARKER` (see :mod:`dbmemory.tool`).
+
+No message built here contains SQL, a DSN, a table name or a driver error code: driver errors
+are translated once, in :func:`dbmemory.db.dialect.translate_db_error`, with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DbMemoryError",
+    "NotFoundError",
+    "InvalidArgumentError",
+    "InvalidPathError",
+    "InvalidScopeError",
+    "CapExceededError",
+    "ConflictError",
+    "MissingDependencyError",
+    "StorageError",
+]
+
+
+class DbMemoryError(Exception):
+    """Root of every dbmemory error.
+
+    Attributes:
+        code: a stable, machine-matchable code such as ``"not_found"``; it never changes
+            between releases, unlike the message.
+    """
+
+    code = "dbmemory_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        """The human-readable text (value, rule, remedy)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class NotFoundError(DbMemoryError, LookupError):
+    """A store, file or agent configuration does not exist (code ``not_found``)."""
+
+    code = "not_found"
+
+
+class InvalidArgumentError(DbMemoryError, ValueError):
+    """An argument breaks a documented rule; nothing was written (code ``invalid_argument``)."""
+
+    code = "invalid_argument"
+
+
+class InvalidPathError(InvalidArgumentError):
+    """A memory path is not a valid path under ``/memories`` (code ``invalid_path``)."""
+
+    code = "invalid_path"
+
+
+class InvalidScopeError(InvalidArgumentError):
+    """A scope, store-key component, run context or agent configuration is invalid
+    (code ``invalid_scope``). Raised before any store is opened or created."""
+
+    code = "invalid_scope"
+
+
+class CapExceededError(DbMemoryError):
+    """A write would exceed a cap (characters per file, files per store, characters per store);
+    the write did not happen (code ``cap_exceeded``).
+
+    Attributes:
+        cap: ``"max_file_chars"``, ``"max_files"`` or ``"max_store_chars"``.
+        limit: the cap's value.
+        actual: what the store or file would hold after the write.
+    """
+
+    code = "cap_exceeded"
+
+    def __init__(self, message: str, *, cap: str, limit: int, actual: int) -> None:
+        super().__init__(message)
+        self.cap = cap
+        self.limit = limit
+        self.actual = actual
+
+
+class ConflictError(DbMemoryError):
+    """A concurrent change won (a compare-and-set lost, a lock wait timed out, a deadlock was
+    broken); nothing was written and the operation can be retried (code ``conflict``)."""
+
+    code = "conflict"
+
+
+class MissingDependencyError(DbMemoryError, ImportError):
+    """An optional dependency is not installed (code ``missing_dependency``); the message
+    names the extra to install, e.g. ``pip install 'dbmemory[llm]'``."""
+
+    code = "missing_dependency"
+
+
+class StorageError(DbMemoryError):
+    """The database could not be reached or failed (code ``storage_error``). The message never
+    contains SQL, a DSN or a driver code; the driver exception is chained as ``__cause__``."""
+
+    code = "storage_error"
