@@ -17,6 +17,7 @@ __all__ = [
     "InvalidScopeError",
     "CapExceededError",
     "ConflictError",
+    "AlreadyExistsError",
     "MissingDependencyError",
     "StorageError",
 ]
@@ -92,6 +93,13 @@ class ConflictError(DbMemoryError):
     broken); nothing was written and the operation can be retried (code ``conflict``)."""
 
     code = "conflict"
+
+
+class AlreadyExistsError(InvalidArgumentError):
+    """The target path already exists (code ``already_exists``): ``create`` on an existing file,
+    ``rename`` onto an existing file or directory. Nothing was written."""
+
+    code = "already_exists"
 
 
 class MissingDependencyError(DbMemoryError, ImportError):

@@ -33,6 +33,7 @@ __all__ = [
     "is_sqlite",
     "is_memory_sqlite",
     "touch_inline",
+    "lock_skip_locked",
     "translate_db_error",
     "oracle19_dialect",
 ]

@@ -1,0 +1,880 @@
+"""Files and stores: the data-access layer under the MEMORY tool, the admin API and profiles.
+
+Every function takes a SQLAlchemy ``Connection`` first and **never commits or rolls back a
+transaction it did not open**: writes join the caller's transaction and roll back with it. Each
+write runs inside a savepoint, so a statement that fails leaves the caller's transaction usable
+(PostgreSQL would otherwise abort it), and input is validated before any SQL runs.
+
+Concurrency: every writer of a store first locks the store row (``SELECT ... FOR UPDATE``),
+then the file rows it changes, so writers of one store serialise, the files-per-store and
+characters-per-store caps cannot be exceeded by a race, and no edit is lost silently. On SQLite
+the engine set-up (:func:`dbmemory.db.dialect.configure_engine`) takes the write lock at
+``BEGIN``. Every change writes one audit event in the same transaction.
+
+Where a function takes ``store`` it accepts a store id (``int``, the store must exist) or a
+:class:`~dbmemory.model.StoreRef` (the store row is created on its first write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, Row
+
+from dbmemory import statements as st
+from dbmemory.db import dialect
+from dbmemory.errors import (
+    AlreadyExistsError,
+    CapExceededError,
+    ConflictError,
+    DbMemoryError,
+    InvalidArgumentError,
+    InvalidPathError,
+    NotFoundError,
+)
+from dbmemory.model import Caps, FileInfo, FileRecord, StoreRef
+from dbmemory.paths import ROOT, ancestors, is_root, normalize_path, path_hash
+from dbmemory.touch import touch_after_read
+
+__all__ = [
+    "DEFAULT_CAPS",
+    "find_store_id",
+    "get_or_create_store",
+    "list_files",
+    "list_directory",
+    "get_file",
+    "read_path",
+    "put_file",
+    "create_file",
+    "edit_file",
+    "delete_file",
+    "delete_path",
+    "rename_path",
+    "clear_store_files",
+    "count_expirable_files",
+    "expire_files",
+    "expire_files_committing",
+    "validate_text",
+]
+
+DEFAULT_CAPS = Caps()
+"""100,000 characters per file, 1,000 files per store, no cap on a store's characters."""
+
+StoreArg = int | StoreRef
+T = TypeVar("T")
+
+
+# -- validation (pure, before any SQL) --------------------------------------------------------
+
+
+def validate_text(text: object, *, what: str = "file text", max_chars: int | None = None) -> str:
+    """Check a file text before any SQL runs and return it.
+
+    Args:
+        text: the candidate text.
+        what: its name in messages.
+        max_chars: the ``max_file_chars`` cap to check, in characters; ``None`` skips it.
+
+    Raises:
+        InvalidArgumentError: not a ``str``, contains NUL (U+0000, which PostgreSQL cannot
+            store), or contains a lone surrogate (not encodable as UTF-8).
+        CapExceededError: longer than ``max_chars`` characters.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"{what} must be text, got {type(text).__name__}")
+    if max_chars is not None and len(text) > max_chars:
+        raise CapExceededError(
+            f"{what} would be {len(text):,} characters, over the cap max_file_chars = "
+            f"{max_chars:,}: keep files small — split it, or merge and delete old content",
+            cap="max_file_chars",
+            limit=max_chars,
+            actual=len(text),
+        )
+    if "\x00" in text:
+        raise InvalidArgumentError(
+            f"{what} contains a NUL character (U+0000), which cannot be stored: remove it"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{what} contains an invalid character at position {exc.start} (a lone surrogate "
+            "that is not valid Unicode text): remove or replace it"
+        ) from None
+    return text
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _savepoint(conn: Connection, action: str) -> Iterator[None]:
+    """Run a write in a savepoint; translate driver errors without leaking their text."""
+    try:
+        with conn.begin_nested():
+            yield
+    except DbMemoryError:
+        raise
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, action) from exc
+
+
+def _record(row: Row[Any]) -> FileRecord:
+    m = row._mapping
+    return FileRecord(
+        path=m["file_path"],
+        chars=m["char_count"],
+        version=m["version_no"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        last_accessed_at=m["last_accessed_at"],
+        text=m["body"] or "",
+        store_id=m["store_id"],
+        file_id=m["file_id"],
+        expiry_exempt=bool(m["expiry_exempt"]),
+    )
+
+
+def _info(row: Row[Any]) -> FileInfo:
+    m = row._mapping
+    return FileInfo(
+        path=m["file_path"],
+        chars=m["char_count"],
+        version=m["version_no"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        last_accessed_at=m["last_accessed_at"],
+    )
+
+
+def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
+    if not events:
+        return
+    now = dialect.utcnow()
+    rows = [
+        {
+            "store_id": e.get("store_id"),
+            "store_key": e.get("store_key"),
+            "file_path": e.get("file_path"),
+            "action_name": e["action_name"],
+            "actor_name": (e.get("actor_name") or "unknown")[:500],
+            "chars_before": e.get("chars_before"),
+            "chars_after": e.get("chars_after"),
+            "detail_text": (e.get("detail_text") or None) and e["detail_text"][:1000],
+            "created_at": now,
+        }
+        for e in events
+    ]
+    if len(rows) == 1:
+        conn.execute(st.insert_audit().values(**rows[0]))
+    else:
+        conn.execute(st.insert_audit(), rows)
+
+
+def find_store_id(conn: Connection, store_key: str) -> int | None:
+    """The row id of the store named ``store_key``, or ``None`` if it was never written."""
+    try:
+        return conn.execute(st.select_store_id(store_key)).scalar_one_or_none()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, "looking up a store") from exc
+
+
+def get_or_create_store(
+    conn: Connection,
+    store_key: str,
+    *,
+    scope: str,
+    agent_code: str | None = None,
+    store_code: str | None = None,
+) -> int:
+    """The id of store ``store_key``, creating its row if needed (in the caller's transaction).
+
+    The key must already be valid (build it with :func:`dbmemory.keys.build_store_key`).
+    Safe under races: a concurrent creator's row is found and reused.
+    """
+    ref = StoreRef(store_key=store_key, scope=scope, agent_code=agent_code, store_code=store_code)
+    with _savepoint(conn, "opening a store"):
+        return _lock_store(conn, ref)[0]
+
+
+def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
+    """Lock the store row and return ``(store_id, store_key)``; create a StoreRef's row."""
+    if isinstance(store, StoreRef):
+        store_id = conn.execute(st.lock_store_by_key(store.store_key)).scalar_one_or_none()
+        if store_id is not None:
+            return store_id, store.store_key
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    st.insert_store(
+                        store.store_key,
+                        store.scope,
+                        store.agent_code,
+                        store.store_code,
+                        dialect.utcnow(),
+                    )
+                )
+        except sa.exc.IntegrityError:
+            pass  # created concurrently: lock theirs
+        store_id = conn.execute(st.lock_store_by_key(store.store_key)).scalar_one()
+        return store_id, store.store_key
+    row = conn.execute(st.lock_store_by_id(store)).first()
+    if row is None:
+        raise NotFoundError(f"store {store} does not exist: check the store id")
+    return row.store_id, row.store_key
+
+
+def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
+    if isinstance(store, StoreRef):
+        return store.store_id if store.store_id is not None else find_store_id(conn, store.store_key)
+    return store
+
+
+def _check_store_caps(
+    caps: Caps, *, file_count: int, total_chars: int, add_files: int, add_chars: int, path: str
+) -> None:
+    if add_files > 0 and file_count + add_files > caps.max_files:
+        raise CapExceededError(
+            f"cannot create {path}: the store already holds {file_count:,} files and the cap "
+            f"max_files is {caps.max_files:,}: merge related files or delete ones you no "
+            "longer need, then retry",
+            cap="max_files",
+            limit=caps.max_files,
+            actual=file_count + add_files,
+        )
+    if (
+        caps.max_store_chars is not None
+        and add_chars > 0
+        and total_chars + add_chars > caps.max_store_chars
+    ):
+        raise CapExceededError(
+            f"writing {path} would bring the store to {total_chars + add_chars:,} characters, "
+            f"over the cap max_store_chars = {caps.max_store_chars:,}: condense or delete old "
+            "files, then retry",
+            cap="max_store_chars",
+            limit=caps.max_store_chars,
+            actual=total_chars + add_chars,
+        )
+
+
+def _facts(conn: Connection, store_id: int, path: str) -> Any:
+    return conn.execute(
+        st.select_write_facts(
+            store_id, path, path_hash(path), [path_hash(a) for a in ancestors(path)]
+        )
+    ).one()
+
+
+def _check_new_file_shape(facts: Any, path: str) -> None:
+    if facts.ancestor_files:
+        raise InvalidPathError(
+            f"cannot use {path}: a file exists where one of its parent directories would be; "
+            "a path cannot be a file and a directory at once: choose another path",
+            code="parent_is_file",
+        )
+    if facts.descendants:
+        raise InvalidPathError(
+            f"{path} is a directory: choose a file path inside it or another name",
+            code="is_directory",
+        )
+
+
+def _require_not_root(path: str, command: str) -> None:
+    if is_root(path):
+        raise InvalidPathError(
+            f"cannot {command} the memory root {ROOT}: name a file or directory inside it",
+            code="root_refused",
+        )
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
+    """Every file of a store without its text.
+
+    Returns:
+        list of :class:`FileInfo` (path, size in characters, version, created, updated, last
+        accessed), sorted by path (code-point order). Empty for an empty store.
+    """
+    return list_directory(conn, store_id, ROOT)
+
+
+def list_directory(conn: Connection, store_id: int | None, directory: str) -> list[FileInfo]:
+    """Files (no text) at any depth under ``directory``, sorted by path; ``[]`` if none.
+
+    Raises:
+        InvalidPathError: ``directory`` is not a valid path.
+    """
+    directory = normalize_path(directory)
+    if store_id is None:
+        return []
+    stmt = st.select_listing(store_id, None if is_root(directory) else directory)
+    try:
+        rows = conn.execute(stmt).all()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"listing {directory}") from exc
+    return sorted((_info(r) for r in rows), key=lambda f: f.path)
+
+
+def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False) -> FileRecord:
+    """One file with its text (one ``SELECT``).
+
+    Args:
+        touch: also record the read for expiry (best effort; see :mod:`dbmemory.touch`).
+
+    Returns:
+        :class:`FileRecord`; ``text`` is ``""`` for an empty file on every backend.
+
+    Raises:
+        InvalidPathError: invalid path.
+        NotFoundError: no file at ``path`` (it may be a directory).
+    """
+    path = normalize_path(path)
+    try:
+        row = conn.execute(st.select_file(store_id, path_hash(path))).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"reading {path}") from exc
+    if row is None:
+        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+    if touch:
+        touch_after_read(conn, row.file_id, row.last_accessed_at)
+    return _record(row)
+
+
+def read_path(
+    conn: Connection, store: StoreArg | None, path: str
+) -> FileRecord | list[FileInfo]:
+    """What ``view`` shows: a file (touched) or the files under a directory.
+
+    A file costs one ``SELECT`` (plus the best-effort touch); the root costs one ``SELECT``.
+
+    Returns:
+        :class:`FileRecord` for a file; a list of :class:`FileInfo` sorted by path for a
+        directory (``[]`` for an empty or never-written store's root).
+
+    Raises:
+        InvalidPathError: invalid path.
+        NotFoundError: neither a file nor a directory.
+    """
+    path = normalize_path(path)
+    store_id = None if store is None else _existing_store_id(conn, store)
+    if is_root(path):
+        return list_directory(conn, store_id, path)
+    if store_id is None:
+        raise NotFoundError(f"the path {path} does not exist")
+    try:
+        return get_file(conn, store_id, path, touch=True)
+    except NotFoundError:
+        entries = list_directory(conn, store_id, path)
+        if entries:
+            return entries
+        raise
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+def create_file(
+    conn: Connection,
+    store: StoreArg,
+    path: str,
+    text: str,
+    *,
+    caps: Caps = DEFAULT_CAPS,
+    actor: str = "admin",
+    expiry_exempt: bool = False,
+) -> FileRecord:
+    """Create a new file; refuse an existing one (the memory tool's ``create``).
+
+    Returns:
+        The new :class:`FileRecord` (version 1).
+
+    Raises:
+        InvalidPathError: invalid path, the root, a directory, or a parent that is a file.
+        InvalidArgumentError: invalid text (NUL, lone surrogate).
+        AlreadyExistsError: a file already exists at ``path``.
+        CapExceededError: ``max_file_chars``, ``max_files`` or ``max_store_chars`` would be
+            exceeded; nothing was written.
+        ConflictError / StorageError: the database gave up (lock timeout, lost connection).
+    """
+    path = normalize_path(path)
+    _require_not_root(path, "create")
+    validate_text(text, max_chars=caps.max_file_chars)
+    with _savepoint(conn, f"creating {path}"):
+        store_id, store_key = _lock_store(conn, store)
+        facts = _facts(conn, store_id, path)
+        if facts.same:
+            raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
+        _check_new_file_shape(facts, path)
+        _check_store_caps(
+            caps,
+            file_count=facts.file_count,
+            total_chars=facts.total_chars,
+            add_files=1,
+            add_chars=len(text),
+            path=path,
+        )
+        now = dialect.utcnow()
+        conn.execute(
+            st.insert_file(store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt)
+        )
+        _audit(conn, [_event(store_id, store_key, path, "create", actor, None, len(text))])
+        row = conn.execute(st.select_file(store_id, path_hash(path))).one()
+    return _record(row)
+
+
+def _event(
+    store_id: int | None,
+    store_key: str | None,
+    path: str | None,
+    action: str,
+    actor: str,
+    before: int | None,
+    after: int | None,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "store_id": store_id,
+        "store_key": store_key,
+        "file_path": path,
+        "action_name": action,
+        "actor_name": actor,
+        "chars_before": before,
+        "chars_after": after,
+        "detail_text": detail,
+    }
+
+
+def edit_file(
+    conn: Connection,
+    store: StoreArg,
+    path: str,
+    transform: Callable[[str], tuple[str, T]],
+    *,
+    caps: Caps = DEFAULT_CAPS,
+    actor: str = "admin",
+    action: str = "edit",
+) -> tuple[FileRecord, T]:
+    """Read-modify-write one existing file under its lock (``str_replace``, ``insert``).
+
+    ``transform(old_text)`` returns ``(new_text, extra)``; it may raise to abort (nothing is
+    written). The new text is checked against the caps before the write.
+
+    Returns:
+        ``(record after the write, extra)``. When the text is unchanged nothing is written and
+        the current record is returned.
+
+    Raises:
+        InvalidPathError: invalid path, the root, or a directory.
+        NotFoundError: no such file.
+        CapExceededError: the new text breaks ``max_file_chars`` or ``max_store_chars``.
+        whatever ``transform`` raises.
+    """
+    path = normalize_path(path)
+    _require_not_root(path, "edit")
+    if isinstance(store, StoreRef) and _existing_store_id(conn, store) is None:
+        raise NotFoundError(f"the path {path} does not exist")
+    with _savepoint(conn, f"editing {path}"):
+        store_id, store_key = _lock_store(conn, store)
+        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        if row is None:
+            if conn.execute(st.select_listing(store_id, path).limit(1)).first() is not None:
+                raise InvalidPathError(
+                    f"{path} is a directory, not a file: edit a file inside it",
+                    code="is_directory",
+                )
+            raise NotFoundError(f"the path {path} does not exist")
+        old = _record(row)
+        new_text, extra = transform(old.text)
+        validate_text(new_text, max_chars=caps.max_file_chars)
+        if new_text == old.text:
+            return old, extra
+        grow = len(new_text) - old.chars
+        if caps.max_store_chars is not None and grow > 0:
+            facts = _facts(conn, store_id, path)
+            _check_store_caps(
+                caps,
+                file_count=facts.file_count,
+                total_chars=facts.total_chars,
+                add_files=0,
+                add_chars=grow,
+                path=path,
+            )
+        now = dialect.utcnow()
+        result = conn.execute(st.update_file(old.file_id, new_text, old.version, now))
+        if result.rowcount != 1:  # only possible when the store lock was bypassed
+            raise ConflictError(f"{path} changed while it was being edited: retry")
+        _audit(conn, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))])
+    return (
+        FileRecord(
+            path=path,
+            chars=len(new_text),
+            version=old.version + 1,
+            created_at=old.created_at,
+            updated_at=now,
+            last_accessed_at=now,
+            text=new_text,
+            store_id=store_id,
+            file_id=old.file_id,
+            expiry_exempt=old.expiry_exempt,
+        ),
+        extra,
+    )
+
+
+def put_file(
+    conn: Connection,
+    store: StoreArg,
+    path: str,
+    text: str,
+    *,
+    enforce_caps: bool = True,
+    caps: Caps = DEFAULT_CAPS,
+    expected_version: int | None = None,
+    expiry_exempt: bool | None = None,
+    actor: str = "admin",
+) -> FileRecord:
+    """Write a whole file, creating or replacing it (admin upsert; profile compare-and-set).
+
+    Args:
+        enforce_caps: check ``caps`` before writing (default); False skips every cap.
+        expected_version: ``None`` writes whatever is there; ``0`` requires that the file does
+            not exist; ``n`` requires that it is at version ``n`` (compare-and-set).
+        expiry_exempt: set the file's exemption from the expiry rule; ``None`` keeps it
+            (new files: not exempt).
+        actor: who writes, for the audit event.
+
+    Returns:
+        The :class:`FileRecord` after the write. An unchanged text (and flag) is not written:
+        the current record comes back with its version unchanged, and no audit event is made.
+
+    Raises:
+        InvalidPathError / InvalidArgumentError: invalid path or text.
+        ConflictError: ``expected_version`` does not match (someone else wrote first).
+        CapExceededError: a cap would be exceeded (when ``enforce_caps``).
+    """
+    path = normalize_path(path)
+    _require_not_root(path, "write")
+    validate_text(text, max_chars=caps.max_file_chars if enforce_caps else None)
+    with _savepoint(conn, f"writing {path}"):
+        store_id, store_key = _lock_store(conn, store)
+        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        now = dialect.utcnow()
+        if row is None:
+            if expected_version not in (None, 0):
+                raise ConflictError(
+                    f"{path} no longer exists (expected version {expected_version}): reload it",
+                    code="conflict",
+                )
+            facts = _facts(conn, store_id, path)
+            _check_new_file_shape(facts, path)
+            if enforce_caps:
+                _check_store_caps(
+                    caps,
+                    file_count=facts.file_count,
+                    total_chars=facts.total_chars,
+                    add_files=1,
+                    add_chars=len(text),
+                    path=path,
+                )
+            conn.execute(
+                st.insert_file(
+                    store_id, path, path_hash(path), text, now, expiry_exempt=bool(expiry_exempt)
+                )
+            )
+            _audit(conn, [_event(store_id, store_key, path, "put", actor, None, len(text))])
+        else:
+            old = _record(row)
+            if expected_version is not None and expected_version != old.version:
+                raise ConflictError(
+                    f"{path} is at version {old.version}, not {expected_version}: "
+                    "someone else changed it; reload and retry",
+                    code="conflict",
+                )
+            if old.text == text and (expiry_exempt is None or expiry_exempt == old.expiry_exempt):
+                return old
+            grow = len(text) - old.chars
+            if enforce_caps and caps.max_store_chars is not None and grow > 0:
+                facts = _facts(conn, store_id, path)
+                _check_store_caps(
+                    caps,
+                    file_count=facts.file_count,
+                    total_chars=facts.total_chars,
+                    add_files=0,
+                    add_chars=grow,
+                    path=path,
+                )
+            conn.execute(
+                st.update_file(old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
+            )
+            _audit(conn, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))])
+        row = conn.execute(st.select_file(store_id, path_hash(path))).one()
+    return _record(row)
+
+
+def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "admin") -> int:
+    """Delete a file, or a directory with everything under it (the memory tool's ``delete``).
+
+    Returns:
+        The number of files deleted (>= 1).
+
+    Raises:
+        InvalidPathError: invalid path or the root (in any spelling).
+        NotFoundError: nothing at ``path``.
+    """
+    path = normalize_path(path)
+    _require_not_root(path, "delete")
+    if _existing_store_id(conn, store) is None:
+        raise NotFoundError(f"the path {path} does not exist")
+    with _savepoint(conn, f"deleting {path}"):
+        store_id, store_key = _lock_store(conn, store)
+        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        if row is not None:
+            conn.execute(st.delete_files_by_id([row.file_id]))
+            _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+            return 1
+        victims = conn.execute(st.select_listing(store_id, path, for_update=True)).all()
+        if not victims:
+            raise NotFoundError(f"the path {path} does not exist")
+        conn.execute(st.delete_files_under(store_id, path))
+        _audit(
+            conn,
+            [
+                _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
+                for v in victims
+            ],
+        )
+        return len(victims)
+
+
+def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "admin") -> bool:
+    """Delete one file (admin). Returns ``True`` if it existed, ``False`` otherwise.
+
+    Raises:
+        InvalidPathError: invalid path, or ``path`` is a directory (use :func:`delete_path`).
+    """
+    path = normalize_path(path)
+    _require_not_root(path, "delete")
+    with _savepoint(conn, f"deleting {path}"):
+        store_id, store_key = _lock_store(conn, store_id)
+        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        if row is None:
+            return False
+        conn.execute(st.delete_files_by_id([row.file_id]))
+        _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+        return True
+
+
+def rename_path(
+    conn: Connection,
+    store: StoreArg,
+    old_path: str,
+    new_path: str,
+    *,
+    caps: Caps = DEFAULT_CAPS,
+    actor: str = "admin",
+) -> int:
+    """Rename a file, or move a whole directory prefix (the memory tool's ``rename``).
+
+    Returns:
+        The number of files moved.
+
+    Raises:
+        InvalidPathError: invalid paths, the root as source or destination, a directory moved
+            inside itself, a destination path over 1,000 characters, or a destination whose
+            parent is a file.
+        NotFoundError: nothing at ``old_path``.
+        AlreadyExistsError: something already exists at ``new_path``.
+    """
+    old_path = normalize_path(old_path)
+    new_path = normalize_path(new_path)
+    _require_not_root(old_path, "rename")
+    _require_not_root(new_path, "rename onto")
+    if new_path == old_path:
+        raise AlreadyExistsError(f"{new_path} is the same path as the source: choose a new name")
+    if new_path.startswith(old_path + "/"):
+        raise InvalidPathError(
+            f"cannot move {old_path} inside itself ({new_path}): choose a destination outside it",
+            code="into_itself",
+        )
+    if _existing_store_id(conn, store) is None:
+        raise NotFoundError(f"the path {old_path} does not exist")
+    with _savepoint(conn, f"renaming {old_path}"):
+        store_id, store_key = _lock_store(conn, store)
+        row = conn.execute(st.select_file(store_id, path_hash(old_path), for_update=True)).first()
+        if row is not None:
+            moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
+        else:
+            victims = conn.execute(st.select_listing(store_id, old_path, for_update=True)).all()
+            if not victims:
+                raise NotFoundError(f"the path {old_path} does not exist")
+            moves = []
+            for v in victims:
+                target = new_path + v.file_path[len(old_path) :]
+                if len(target) > 1000:
+                    raise InvalidPathError(
+                        f"moving {v.file_path} would make a path of {len(target)} characters; "
+                        "the limit is 1,000: choose a shorter destination",
+                        code="path_too_long",
+                    )
+                moves.append((v.file_id, v.file_path, target, v.version_no, v.char_count))
+        facts = _facts(conn, store_id, new_path)
+        if facts.same or facts.descendants:
+            raise AlreadyExistsError(
+                f"{new_path} already exists: delete it first or choose another name",
+                code="already_exists",
+            )
+        if facts.ancestor_files:
+            _check_new_file_shape(facts, new_path)
+        _check_store_caps(
+            caps,
+            file_count=facts.file_count,
+            total_chars=facts.total_chars,
+            add_files=0,
+            add_chars=0,
+            path=new_path,
+        )
+        now = dialect.utcnow()
+        for file_id, _old, target, version, _chars in moves:
+            conn.execute(st.move_file(file_id, target, path_hash(target), version, now))
+        _audit(
+            conn,
+            [
+                _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
+                for _id, old, target, _v, chars in moves
+            ],
+        )
+        return len(moves)
+
+
+def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") -> int:
+    """Delete every file of a store (the store row stays). Returns the number deleted."""
+    with _savepoint(conn, "clearing a store"):
+        store_id, store_key = _lock_store(conn, store_id)
+        victims = conn.execute(st.select_listing(store_id, None, for_update=True)).all()
+        if not victims:
+            return 0
+        ids = [v.file_id for v in victims]
+        for start in range(0, len(ids), 1000):
+            conn.execute(st.delete_files_by_id(ids[start : start + 1000]))
+        _audit(
+            conn,
+            [
+                _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
+                for v in victims
+            ],
+        )
+        return len(victims)
+
+
+# -- expiry -----------------------------------------------------------------------------------
+
+
+def _cutoff(days: object, now: dt.datetime | None) -> dt.datetime:
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
+        raise InvalidArgumentError(
+            f"days must be a number greater than 0, got {days!r}: pass e.g. days=30"
+        )
+    return (now or dialect.utcnow()) - dt.timedelta(days=days)
+
+
+def count_expirable_files(
+    conn: Connection, *, days: float, store_id: int | None = None, now: dt.datetime | None = None
+) -> int:
+    """How many files :func:`expire_files` would delete now (a dry run). Same rule."""
+    cutoff = _cutoff(days, now)
+    return int(conn.execute(st.count_expirable(cutoff, store_id)).scalar_one())
+
+
+def expire_files(
+    conn: Connection,
+    *,
+    days: float,
+    store_id: int | None = None,
+    batch_size: int = 1000,
+    now: dt.datetime | None = None,
+) -> int:
+    """Delete files whose last touch (write or read) is more than ``days`` days old.
+
+    The rule (shared with the ``dbm_expire_files`` procedures in ``sql/``): a file expires when
+    ``expiry_exempt`` is false and ``last_accessed_at < now - days``. One audit event per file.
+
+    Work goes in batches of ``batch_size`` files (at most 1,000, Oracle's IN-list limit). On a
+    connection in ``AUTOCOMMIT`` mode each statement commits on its own, so a million rows never
+    sit in one giant transaction; otherwise everything joins the caller's transaction. For a
+    convenience that commits per batch, see :func:`expire_files_committing`.
+
+    Args:
+        days: age threshold in days (> 0; fractions allowed).
+        store_id: limit to one store; ``None`` = every store.
+        batch_size: files per batch (1..1000).
+        now: the current time (tests); default: UTC now.
+
+    Returns:
+        The number of files deleted.
+
+    Raises:
+        InvalidArgumentError: ``days`` <= 0 or not a number; bad ``batch_size``.
+    """
+    cutoff = _cutoff(days, now)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= 1000:
+        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
+    total = 0
+    while True:
+        n = _expire_batch(conn, cutoff, store_id, batch_size)
+        total += n
+        if n < batch_size:
+            return total
+
+
+def _expire_batch(conn: Connection, cutoff: dt.datetime, store_id: int | None, limit: int) -> int:
+    try:
+        rows = conn.execute(st.select_expirable(cutoff, store_id, limit)).all()
+        if not rows:
+            return 0
+        conn.execute(st.delete_files_by_id([r.file_id for r in rows]))
+        _audit(
+            conn,
+            [
+                _event(r.store_id, r.store_key, r.file_path, "expire", "expiry", r.char_count, None)
+                for r in rows
+            ],
+        )
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, "expiring files") from exc
+    return len(rows)
+
+
+def expire_files_committing(
+    engine: Engine,
+    *,
+    days: float,
+    store_id: int | None = None,
+    batch_size: int = 1000,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Like :func:`expire_files`, but opens its own transactions and **commits each batch**.
+
+    For operators and the ``dbmemory expire`` command. ``on_batch(n)`` is called after each
+    committed batch of ``n`` files (progress bars).
+
+    Returns:
+        The number of files deleted.
+    """
+    cutoff = _cutoff(days, None)
+    if not 0 < batch_size <= 1000:
+        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
+    total = 0
+    while True:
+        with engine.begin() as conn:
+            n = _expire_batch(conn, cutoff, store_id, batch_size)
+        total += n
+        if on_batch is not None and n:
+            on_batch(n)
+        if n < batch_size:
+            return total

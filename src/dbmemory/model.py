@@ -1,0 +1,136 @@
+"""Plain value types shared by the data-access layer and everything above it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from dbmemory.errors import InvalidArgumentError
+
+__all__ = [
+    "DEFAULT_MAX_FILE_CHARS",
+    "DEFAULT_MAX_FILES",
+    "Caps",
+    "StoreRef",
+    "FileInfo",
+    "FileRecord",
+    "AgentConfig",
+]
+
+DEFAULT_MAX_FILE_CHARS = 100_000
+"""Default cap on one file, in characters (Python ``str`` characters, never bytes or tokens)."""
+
+DEFAULT_MAX_FILES = 1_000
+"""Default cap on the number of files in one store."""
+
+
+def _positive(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(
+            f"{name} must be a positive whole number, got {value!r}"
+            + (" (or None for no cap)" if optional else "")
+        )
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The caps a store's writes must respect (DESIGN.md: words).
+
+    Attributes:
+        max_file_chars: longest file, in characters (default 100,000).
+        max_files: most files in one store (default 1,000).
+        max_store_chars: most characters in all files of one store together; ``None`` = no cap.
+
+    Raises:
+        InvalidArgumentError: a cap that is not a positive integer.
+    """
+
+    max_file_chars: int = DEFAULT_MAX_FILE_CHARS
+    max_files: int = DEFAULT_MAX_FILES
+    max_store_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("max_file_chars", self.max_file_chars)
+        _positive("max_files", self.max_files)
+        _positive("max_store_chars", self.max_store_chars, optional=True)
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """Which store a run or tool call works on.
+
+    Attributes:
+        store_key: the unique key (DESIGN.md section 4), e.g. ``"user:SUPPORT:u-7"``.
+        scope: ``agent``, ``user``, ``session``, ``shared``, ``global`` or ``context``.
+        agent_code: the agent whose namespace holds the store, or that runs a session store.
+        store_code: the store code of a ``shared`` store or of a context store under one.
+        caps: the caps writes must respect.
+        store_id: the row id once the store exists (it is created on the first write).
+    """
+
+    store_key: str
+    scope: str
+    agent_code: str | None = None
+    store_code: str | None = None
+    caps: Caps = field(default_factory=Caps)
+    store_id: int | None = None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file without its text.
+
+    Attributes:
+        path: canonical path under ``/memories``.
+        chars: size in characters.
+        version: 1 on create, +1 on each change (compare-and-set token).
+        created_at / updated_at / last_accessed_at: aware UTC datetimes; ``last_accessed_at``
+            is the last touch (write or read), what expiry looks at.
+    """
+
+    path: str
+    chars: int
+    version: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    last_accessed_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class FileRecord(FileInfo):
+    """One file with its text.
+
+    Attributes:
+        text: the whole text (``""`` for an empty file, on every backend).
+        store_id: the store's row id.
+        file_id: the file's row id.
+        expiry_exempt: whether the expiry rule skips this file (user profiles).
+    """
+
+    text: str = ""
+    store_id: int = 0
+    file_id: int = 0
+    expiry_exempt: bool = False
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """An agent's memory configuration (one row of ``dbm_agents``).
+
+    Attributes:
+        agent_code: the agent's code.
+        scope: which store its runs use.
+        store_code: for ``shared`` (and optionally ``context``) scopes.
+        context_key: for ``context`` scope: the run-context key naming the store.
+        caps: the caps its writes respect.
+        memory_enabled: False after :func:`dbmemory.disable_for_agent`.
+    """
+
+    agent_code: str
+    scope: str
+    store_code: str | None
+    context_key: str | None
+    caps: Caps
+    memory_enabled: bool

@@ -1,0 +1,430 @@
+"""Agent configuration and store resolution: the procedure-style API.
+
+Module-level functions, each taking a SQLAlchemy ``Connection`` first and never committing
+(APEX/ORDS-style callers run them inside their own transaction). Store keys follow DESIGN.md
+section 4; every key component is validated before any store is opened or created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from dbmemory import statements as st
+from dbmemory.db import dialect
+from dbmemory.errors import InvalidScopeError, NotFoundError
+from dbmemory.files import _audit, _event, find_store_id
+from dbmemory.keys import SCOPES, build_store_key, validate_component
+from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
+
+__all__ = [
+    "enable_for_agent",
+    "disable_for_agent",
+    "get_agent_config",
+    "list_agents",
+    "resolve_store",
+    "check_run_ready",
+    "resolve_store_id",
+    "end_session",
+    "drop_stores",
+    "use_store",
+    "current_store_code",
+    "shared_store",
+]
+
+_current_store: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "dbmemory_current_store", default=None
+)
+
+
+def _config(row: Any) -> AgentConfig:
+    m = row._mapping
+    return AgentConfig(
+        agent_code=m["agent_code"],
+        scope=m["scope_name"],
+        store_code=m["store_code"],
+        context_key=m["context_key"],
+        caps=Caps(
+            max_file_chars=m["max_file_chars"],
+            max_files=m["max_files"],
+            max_store_chars=m["max_store_chars"],
+        ),
+        memory_enabled=bool(m["memory_enabled"]),
+    )
+
+
+def _run(conn: Connection, stmt: Any, action: str) -> Any:
+    try:
+        return conn.execute(stmt)
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, action) from exc
+
+
+def enable_for_agent(
+    conn: Connection,
+    agent_code: str,
+    *,
+    scope: str = "agent",
+    store_code: str | None = None,
+    context_key: str | None = None,
+    max_file_chars: int | None = None,
+    max_files: int | None = None,
+    max_store_chars: int | None = None,
+) -> AgentConfig:
+    """Turn memory on for an agent, creating or updating its configuration (upsert).
+
+    Args:
+        agent_code: the agent's code (store-key component rule: 1-200 of ``[A-Za-z0-9_.-]``).
+        scope: ``agent`` (default), ``user``, ``session``, ``shared``, ``global`` or ``context``.
+        store_code: required for ``shared``; for ``context`` it names the namespace instead of
+            the agent code (several agents then share context stores).
+        context_key: required for ``context``: the run-context key whose value names the store.
+        max_file_chars / max_files / max_store_chars: caps (characters, files, characters);
+            ``None`` keeps the current value, or the default for a new agent (100,000 / 1,000 /
+            unlimited). ``max_store_chars`` cannot be reset to unlimited through ``None``: use
+            :func:`disable_for_agent` and enable again.
+
+    Returns:
+        The stored :class:`AgentConfig`.
+
+    Raises:
+        InvalidScopeError: unknown scope, a missing ``store_code``/``context_key``, or an
+            invalid component. Nothing is written.
+        InvalidArgumentError: a cap that is not a positive integer.
+    """
+    validate_component(agent_code, "agent code")
+    if scope not in SCOPES:
+        raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    if store_code is not None:
+        validate_component(store_code, "store code")
+    if context_key is not None:
+        validate_component(context_key, "context key")
+    if scope == "shared" and store_code is None:
+        raise InvalidScopeError("scope 'shared' needs store_code: pass the shared store's code")
+    if scope == "context" and context_key is None:
+        raise InvalidScopeError(
+            "scope 'context' needs context_key: pass the run-context key that names the store"
+        )
+    # Validate the caps up front (Caps raises on bad values), before any SQL.
+    Caps(
+        max_file_chars=max_file_chars or DEFAULT_MAX_FILE_CHARS,
+        max_files=max_files or DEFAULT_MAX_FILES,
+        max_store_chars=max_store_chars,
+    )
+    for name, value in (("max_file_chars", max_file_chars), ("max_files", max_files)):
+        if value is not None:
+            Caps(**{name: value})
+
+    now = dialect.utcnow()
+    with conn.begin_nested():
+        row = _run(conn, st.select_agent(agent_code, for_update=True), "reading an agent").first()
+        values: dict[str, Any] = {
+            "scope_name": scope,
+            "store_code": store_code if scope in ("shared", "context") else None,
+            "context_key": context_key if scope == "context" else None,
+            "memory_enabled": True,
+            "updated_at": now,
+        }
+        if row is None:
+            values.update(
+                agent_code=agent_code,
+                max_file_chars=max_file_chars or DEFAULT_MAX_FILE_CHARS,
+                max_files=max_files or DEFAULT_MAX_FILES,
+                max_store_chars=max_store_chars,
+                created_at=now,
+            )
+            _run(conn, st.insert_agent(values), "saving an agent")
+        else:
+            if max_file_chars is not None:
+                values["max_file_chars"] = max_file_chars
+            if max_files is not None:
+                values["max_files"] = max_files
+            if max_store_chars is not None:
+                values["max_store_chars"] = max_store_chars
+            _run(conn, st.update_agent(agent_code, values), "saving an agent")
+        _audit(
+            conn,
+            [_event(None, None, None, "agent_enable", "admin", None, None, f"{agent_code}:{scope}")],
+        )
+    return get_agent_config(conn, agent_code)
+
+
+def get_agent_config(conn: Connection, agent_code: str) -> AgentConfig:
+    """An agent's configuration, enabled or not.
+
+    Raises:
+        InvalidScopeError: invalid agent code.
+        NotFoundError: memory was never enabled for the agent.
+    """
+    validate_component(agent_code, "agent code")
+    row = _run(conn, st.select_agent(agent_code), "reading an agent").first()
+    if row is None:
+        raise NotFoundError(
+            f"agent {agent_code!r} has no memory configuration: call enable_for_agent first",
+            code="agent_not_found",
+        )
+    return _config(row)
+
+
+def list_agents(conn: Connection) -> list[AgentConfig]:
+    """Every agent configuration, sorted by agent code."""
+    return [_config(r) for r in _run(conn, st.select_agents(), "listing agents")]
+
+
+def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin") -> int:
+    """Delete stores with all their files (one audit event per store). Returns the count."""
+    if not store_ids:
+        return 0
+    with conn.begin_nested():
+        keys = dict(
+            _run(
+                conn,
+                sa.select(st.stores.c.store_id, st.stores.c.store_key).where(
+                    st.stores.c.store_id.in_(store_ids)
+                ),
+                "dropping stores",
+            ).all()
+        )
+        totals = {
+            r.store_id: (r.file_count, r.total_chars)
+            for r in _run(conn, st.select_store_totals(store_ids), "dropping stores")
+        }
+        for stmt in st.delete_stores_by_id(store_ids):
+            _run(conn, stmt, "dropping stores")
+        _audit(
+            conn,
+            [
+                _event(
+                    sid,
+                    keys.get(sid),
+                    None,
+                    "store_drop",
+                    actor,
+                    totals.get(sid, (0, 0))[1],
+                    None,
+                    f"{totals.get(sid, (0, 0))[0]} files",
+                )
+                for sid in store_ids
+                if sid in keys
+            ],
+        )
+    return len(keys)
+
+
+def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = False) -> int:
+    """Turn memory off for an agent; its configuration row stays (``memory_enabled`` false).
+
+    Args:
+        drop_store: also delete the agent's own stores with their files: its agent and user
+            stores, context stores under its own namespace, and session stores it created;
+            never shared or global stores, nor context stores under a shared store code.
+
+    Returns:
+        The number of stores dropped (0 without ``drop_store``).
+
+    Raises:
+        NotFoundError: the agent has no configuration.
+    """
+    get_agent_config(conn, agent_code)
+    with conn.begin_nested():
+        _run(
+            conn,
+            st.update_agent(agent_code, {"memory_enabled": False, "updated_at": dialect.utcnow()}),
+            "saving an agent",
+        )
+        _audit(conn, [_event(None, None, None, "agent_disable", "admin", None, None, agent_code)])
+        dropped = 0
+        if drop_store:
+            ids = [r.store_id for r in _run(conn, st.select_stores_of_agent(agent_code), "dropping stores")]
+            dropped = drop_stores(conn, ids)
+    return dropped
+
+
+def _store_ref(
+    config: AgentConfig,
+    *,
+    user_id: str | None,
+    session_id: str | None,
+    run_context: Mapping[str, object] | None,
+) -> StoreRef:
+    scope = config.scope
+    agent = config.agent_code
+    if scope == "context":
+        key = config.context_key or ""
+        if not run_context or key not in run_context:
+            raise InvalidScopeError(
+                f"agent {agent!r} keeps memory per {key!r}, but the run context has no {key!r}: "
+                f"pass run_context={{{key!r}: ...}} (refused before the run starts)",
+                code="missing_context_key",
+            )
+        value = run_context[key]
+        store_key = build_store_key(
+            "context",
+            agent_code=agent,
+            store_code=config.store_code,
+            context_key=key,
+            context_value=value,  # type: ignore[arg-type]
+        )
+    else:
+        if scope == "user" and user_id is None:
+            raise InvalidScopeError(
+                f"agent {agent!r} keeps memory per user: pass user_id (refused before the run)",
+                code="missing_user_id",
+            )
+        if scope == "session" and session_id is None:
+            raise InvalidScopeError(
+                f"agent {agent!r} keeps memory per session: pass session_id",
+                code="missing_session_id",
+            )
+        store_key = build_store_key(
+            scope,
+            agent_code=agent,
+            user_id=user_id,
+            session_id=session_id,
+            store_code=config.store_code,
+        )
+    owner = None if scope in ("shared", "global") or (scope == "context" and config.store_code) else agent
+    return StoreRef(
+        store_key=store_key,
+        scope=scope,
+        agent_code=owner,
+        store_code=config.store_code,
+        caps=config.caps,
+    )
+
+
+def check_run_ready(
+    conn: Connection,
+    agent_code: str,
+    *,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    run_context: Mapping[str, object] | None = None,
+) -> StoreRef:
+    """Check, before a run starts, that the agent's store can be named; raise if not.
+
+    Returns:
+        The run's :class:`StoreRef` (``store_id`` unset: no store lookup is made).
+
+    Raises:
+        NotFoundError: memory was never enabled for the agent.
+        InvalidScopeError: memory is disabled; or a context-scoped agent's key is missing from
+            ``run_context`` or its value breaks the component rule; or a user/session-scoped
+            agent got no user/session id. Raised before anything is created.
+    """
+    config = get_agent_config(conn, agent_code)
+    if not config.memory_enabled:
+        raise InvalidScopeError(
+            f"memory is disabled for agent {agent_code!r}: call enable_for_agent to turn it on",
+            code="memory_disabled",
+        )
+    return _store_ref(config, user_id=user_id, session_id=session_id, run_context=run_context)
+
+
+def resolve_store(
+    conn: Connection,
+    agent_code: str,
+    *,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    run_context: Mapping[str, object] | None = None,
+) -> StoreRef:
+    """The store a run of ``agent_code`` uses (created on its first write).
+
+    Returns:
+        :class:`StoreRef` with ``store_id`` set if the store exists, else ``None``.
+
+    Raises:
+        the same as :func:`check_run_ready`.
+    """
+    ref = check_run_ready(
+        conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
+    )
+    store_id = find_store_id(conn, ref.store_key)
+    return StoreRef(
+        store_key=ref.store_key,
+        scope=ref.scope,
+        agent_code=ref.agent_code,
+        store_code=ref.store_code,
+        caps=ref.caps,
+        store_id=store_id,
+    )
+
+
+def resolve_store_id(
+    conn: Connection,
+    *,
+    scope: str,
+    agent_code: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    store_code: str | None = None,
+    context_key: str | None = None,
+    context_value: str | None = None,
+) -> int:
+    """The id of an existing store named by its scope components.
+
+    Raises:
+        InvalidScopeError: a needed component is missing or invalid.
+        NotFoundError: the store was never written.
+    """
+    key = build_store_key(
+        scope,
+        agent_code=agent_code,
+        user_id=user_id,
+        session_id=session_id,
+        store_code=store_code,
+        context_key=context_key,
+        context_value=context_value,
+    )
+    store_id = find_store_id(conn, key)
+    if store_id is None:
+        raise NotFoundError(f"store {key} does not exist (it is created on its first write)")
+    return store_id
+
+
+def end_session(conn: Connection, session_id: str) -> int:
+    """Drop the session's store with its files. Returns 1 if it existed, else 0."""
+    key = build_store_key("session", session_id=session_id)
+    store_id = find_store_id(conn, key)
+    return drop_stores(conn, [store_id], actor="end_session") if store_id is not None else 0
+
+
+@contextlib.contextmanager
+def use_store(store_code: str) -> Iterator[StoreRef]:
+    """Point plain tool calls (a ``MemoryTool`` made without an agent) at the shared store
+    ``shared:<store_code>`` for the duration of the ``with`` block (contextvars: per thread
+    and per asyncio task).
+
+    Yields:
+        The :class:`StoreRef` of the shared store (default caps).
+
+    Raises:
+        InvalidScopeError: invalid store code.
+    """
+    validate_component(store_code, "store code")
+    token = _current_store.set(store_code)
+    try:
+        yield shared_store(store_code)
+    finally:
+        _current_store.reset(token)
+
+
+def current_store_code() -> str | None:
+    """The store code set by the innermost :func:`use_store`, or ``None``."""
+    return _current_store.get()
+
+
+def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
+    """The :class:`StoreRef` of shared store ``store_code`` (no database access)."""
+    return StoreRef(
+        store_key=build_store_key("shared", store_code=store_code),
+        scope="shared",
+        store_code=store_code,
+        caps=caps or Caps(),
+    )
