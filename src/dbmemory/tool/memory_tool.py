@@ -1,0 +1,246 @@
+"""The MEMORY tool: Anthropic's memory-tool command set over a database store.
+
+``MemoryTool(conn, agent_code, ...)`` resolves the run's store up front (so a missing context
+key or user id is raised before the run starts, never shown to the model as an empty memory)
+and then answers ``execute(arguments)`` calls with text. ``execute`` never raises: every failure
+is text that starts with :data:`~dbmemory.tool.messages.ERROR_MARKER`, says the value, the rule
+and the remedy, changes no row, and leaves the caller's transaction usable. Writes join the
+caller's transaction (inside a savepoint); nothing commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from sqlalchemy.engine import Connection
+
+from dbmemory import files
+from dbmemory.errors import (
+    AlreadyExistsError,
+    CapExceededError,
+    ConflictError,
+    DbMemoryError,
+    InvalidPathError,
+    InvalidScopeError,
+    NotFoundError,
+    StorageError,
+)
+from dbmemory.model import Caps, FileRecord, StoreRef
+from dbmemory.stores import check_run_ready, current_store_code, shared_store
+from dbmemory.tool import messages
+from dbmemory.tool.args import (
+    Create,
+    Delete,
+    Insert,
+    Rename,
+    StrReplace,
+    View,
+    coerce_view_range,
+    parse_arguments,
+)
+from dbmemory.tool.edits import apply_insert, apply_str_replace
+from dbmemory.tool.messages import ToolInputError, error_text
+from dbmemory.tool.render import render_file, render_listing
+
+__all__ = ["MemoryTool"]
+
+log = logging.getLogger(__name__)
+
+
+class MemoryTool:
+    """The six MEMORY commands (``view``, ``create``, ``str_replace``, ``insert``, ``delete``,
+    ``rename``) on one store, on the caller's connection and transaction.
+
+    Args:
+        conn: the caller's SQLAlchemy connection; writes join its transaction (never committed
+            here).
+        agent_code: the agent whose configuration names the store (scope, caps). ``None``
+            uses the shared store of the innermost :func:`dbmemory.use_store` block.
+        user_id / session_id / run_context: what the agent's scope needs (user scope: a user id
+            from the caller; session scope: a session id; context scope: the context key).
+        store: an explicit :class:`StoreRef` instead of an agent (see :meth:`for_store`).
+        actor: who acts, for audit events (default: ``memory-tool`` plus agent, user, session).
+
+    Raises:
+        NotFoundError: the agent has no memory configuration.
+        InvalidScopeError: memory disabled; a missing or invalid context key, user id or session
+            id; no agent and no :func:`use_store` block.
+    """
+
+    name = "memory"
+
+    def __init__(
+        self,
+        conn: Connection,
+        agent_code: str | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        run_context: Mapping[str, object] | None = None,
+        store: StoreRef | None = None,
+        actor: str | None = None,
+    ) -> None:
+        if store is None:
+            if agent_code is not None:
+                store = check_run_ready(
+                    conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
+                )
+            else:
+                code = current_store_code()
+                if code is None:
+                    raise InvalidScopeError(
+                        "MemoryTool needs an agent_code, a store, or an active use_store() block",
+                        code="no_store",
+                    )
+                store = shared_store(code)
+        self._conn = conn
+        self._store = store
+        parts = ["memory-tool"]
+        for label, value in (("agent", agent_code), ("user", user_id), ("session", session_id)):
+            if value is not None:
+                parts.append(f"{label}={value}")
+        self.actor = actor or " ".join(parts)
+
+    @classmethod
+    def for_store(
+        cls, conn: Connection, store_code: str, *, caps: Caps | None = None, actor: str | None = None
+    ) -> MemoryTool:
+        """A tool bound to the shared store ``shared:<store_code>`` (what :func:`use_store`
+        names), with ``caps`` (default caps when ``None``).
+
+        Raises:
+            InvalidScopeError: invalid store code.
+        """
+        return cls(conn, store=shared_store(store_code, caps), actor=actor)
+
+    @property
+    def store(self) -> StoreRef:
+        """The store this tool reads and writes."""
+        return self._store
+
+    @staticmethod
+    def schema() -> dict[str, object]:
+        """The tool's JSON schema in OpenAI function format (see :func:`tool_schema`)."""
+        from dbmemory.tool.schema import tool_schema
+
+        return tool_schema()
+
+    # -- execution -----------------------------------------------------------------------------
+
+    def execute(self, arguments: object) -> str:
+        """Run one MEMORY command and return its text answer. Never raises.
+
+        Args:
+            arguments: a dict, a JSON string of an object, or either wrapped one level deep
+                (``{"input": {...}}``), as providers send tool-call arguments.
+
+        Returns:
+            The command's result text (Anthropic memory-tool wording where it has one), or an
+            error text starting with ``"Error: "``. On error no row changed.
+        """
+        command = None
+        try:
+            command = parse_arguments(arguments)
+            return self._dispatch(command)
+        except ToolInputError as exc:
+            return error_text(exc.message)
+        except DbMemoryError as exc:
+            return error_text(self._message(command, exc))
+        except Exception:  # the tool must never raise into the model loop
+            log.exception("memory tool failed unexpectedly")
+            return error_text(messages.internal_error())
+
+    __call__ = execute
+
+    def _remember_store(self, record: FileRecord) -> None:
+        if self._store.store_id is None and record.store_id:
+            self._store = StoreRef(
+                store_key=self._store.store_key,
+                scope=self._store.scope,
+                agent_code=self._store.agent_code,
+                store_code=self._store.store_code,
+                caps=self._store.caps,
+                store_id=record.store_id,
+            )
+
+    def _dispatch(self, command: object) -> str:
+        conn, store, caps = self._conn, self._store, self._store.caps
+        if isinstance(command, View):
+            found = files.read_path(conn, store, command.path)
+            if isinstance(found, FileRecord):
+                self._remember_store(found)
+                return render_file(command.path, found.text, coerce_view_range(command.view_range_raw))
+            return render_listing(command.path, [(f.path, f.chars) for f in found])
+        if isinstance(command, Create):
+            record = files.create_file(
+                conn, store, command.path, command.file_text, caps=caps, actor=self.actor
+            )
+            self._remember_store(record)
+            return messages.file_created(command.path)
+        if isinstance(command, StrReplace):
+            old, new = command.old_str, command.new_str
+            record, text = files.edit_file(
+                conn,
+                store,
+                command.path,
+                lambda current: apply_str_replace(command.path, current, old, new),
+                caps=caps,
+                actor=self.actor,
+                action="str_replace",
+            )
+            self._remember_store(record)
+            return text
+        if isinstance(command, Insert):
+            line, insert_text = command.insert_line, command.insert_text
+            record, text = files.edit_file(
+                conn,
+                store,
+                command.path,
+                lambda current: apply_insert(command.path, current, line, insert_text),
+                caps=caps,
+                actor=self.actor,
+                action="insert",
+            )
+            self._remember_store(record)
+            return text
+        if isinstance(command, Delete):
+            count = files.delete_path(conn, store, command.path, actor=self.actor)
+            return messages.deleted(command.path, count if count > 1 else None)
+        if isinstance(command, Rename):
+            count = files.rename_path(
+                conn, store, command.old_path, command.new_path, caps=caps, actor=self.actor
+            )
+            return messages.renamed(command.old_path, command.new_path, count if count > 1 else None)
+        raise ToolInputError(messages.unknown_command(str(getattr(command, "command", command))))
+
+    @staticmethod
+    def _message(command: object, exc: DbMemoryError) -> str:
+        """The text for a data-layer error, in the tool's wording where it has one."""
+        name = getattr(command, "command", "")
+        path = getattr(command, "path", None) or getattr(command, "old_path", "") or ""
+        if isinstance(exc, CapExceededError):
+            target = path if name != "rename" else getattr(command, "new_path", path)
+            return messages.cap_exceeded(exc.cap, target, exc.limit, exc.actual)
+        if isinstance(exc, NotFoundError):
+            return messages.path_not_found(path)
+        if isinstance(exc, AlreadyExistsError):
+            if name == "rename":
+                return messages.rename_destination_exists(getattr(command, "new_path", path))
+            return messages.file_exists(path)
+        if isinstance(exc, ConflictError):
+            return messages.conflict(path)
+        if isinstance(exc, StorageError):
+            return messages.storage_unavailable()
+        if isinstance(exc, InvalidPathError):
+            if exc.code == "root_refused":
+                return (
+                    messages.cannot_rename_root() if name == "rename" else messages.cannot_delete_root()
+                    if name == "delete"
+                    else exc.message
+                )
+            if exc.code == "is_directory" and name in ("str_replace", "insert"):
+                return messages.not_a_file(path, name)
+            if exc.code == "into_itself":
+                return messages.rename_into_itself(path, getattr(command, "new_path", ""))
+        return exc.message

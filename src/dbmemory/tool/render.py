@@ -1,0 +1,284 @@
+"""Pure text rendering for the MEMORY tool: listings, numbered file views, sizes, clipping.
+
+Follows the output shapes of Anthropic's memory tool (``anthropic-sdk-python``,
+``lib/tools/_beta_builtin_memory_tool.py``): a directory listing is a header and one
+``<size>\\t<path>`` line per entry, two levels deep; a file view is a header and lines numbered
+from 1, the number right-aligned in 6 columns, a TAB, then the line.
+
+Lines are the pieces between ``"\\n"`` characters, everywhere in the tool (view, str_replace
+line numbers, insert): a ``"\\r"`` before a ``"\\n"`` stays part of its line and is shown as is, so
+what a model reads is what ``old_str`` must match (Anthropic's tool does the same). A final
+``"\\n"`` ends the last line; it does not start an empty one, so ``"a\\r\\n\\tb\\r\\nc\\r\\n"``
+shows 3 lines. Sizes are in characters (Python ``str`` length), never bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dbmemory.paths import ROOT
+from dbmemory.tool import messages
+from dbmemory.tool.messages import ToolInputError
+
+__all__ = [
+    "LINE_NUMBER_WIDTH",
+    "OUTPUT_LIMIT_CHARS",
+    "EXCLUDED_NAMES",
+    "split_lines",
+    "number_lines",
+    "format_size",
+    "render_listing",
+    "render_file",
+    "resolve_view_range",
+    "clip_output",
+]
+
+LINE_NUMBER_WIDTH = 6
+"""Columns of the right-aligned line number (Anthropic's tool: ``len(str(999999))``)."""
+
+OUTPUT_LIMIT_CHARS = 16_000
+"""Default longest tool output, in characters; longer output is cut at a line end."""
+
+EXCLUDED_NAMES = frozenset({"node_modules"})
+"""Names left out of listings besides hidden names (those starting with ``.``)."""
+
+_UNITS = ("K", "M", "G", "T")
+
+
+def split_lines(text: str) -> list[str]:
+    """Split a file's text into its lines, the way every command of the tool counts them.
+
+    Args:
+        text: the file's text.
+
+    Returns:
+        The pieces between ``"\\n"`` characters; a final ``"\\n"`` adds no empty last line and
+        ``""`` has no lines: ``"a\\nb\\n"`` -> ``["a", "b"]``, ``"a\\nb"`` -> ``["a", "b"]``,
+        ``"\\n"`` -> ``[""]``, ``""`` -> ``[]``. ``"\\r"`` stays in its line.
+    """
+    if text == "":
+        return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def number_lines(lines: Iterable[str], first: int = 1) -> list[str]:
+    """Prefix lines with their numbers: ``'     3\\tc'`` (6 columns, right-aligned, TAB)."""
+    return [f"{number:>{LINE_NUMBER_WIDTH}}\t{line}" for number, line in enumerate(lines, first)]
+
+
+def format_size(chars: int) -> str:
+    """Format a size in characters the way ``du -h --apparent-size`` does, base 1024.
+
+    Below 1,024 the plain number (``0``, ``512``, ``1023``); from there one decimal and a unit
+    ``K``, ``M``, ``G``, ``T``, rounded to the nearest tenth (``1.0K``, ``5.5K``, ``1.2M``). A value
+    that would round to ``1024.0`` of a unit is shown in the next unit (``1.0M``), never as
+    ``1024.0K``. Unlike Anthropic's tool there is no ``B`` suffix: sizes are characters.
+
+    Args:
+        chars: a size in characters, ``>= 0``.
+
+    Returns:
+        The size text, at most 6 characters below a petacharacter.
+
+    Raises:
+        ValueError: ``chars`` is negative.
+    """
+    if chars < 0:
+        raise ValueError(f"a size cannot be negative, got {chars}")
+    if chars < 1024:
+        return str(chars)
+    value = float(chars)
+    for unit in _UNITS:
+        value /= 1024
+        if round(value, 1) < 1024 or unit == _UNITS[-1]:
+            return f"{value:.1f}{unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".") or name in EXCLUDED_NAMES
+
+
+def render_listing(
+    directory: str,
+    entries: Iterable[tuple[str, int]],
+    *,
+    max_chars: int | None = OUTPUT_LIMIT_CHARS,
+) -> str:
+    """Render a directory listing, two levels deep, as Anthropic's memory tool does.
+
+    Output: the header line, then ``<size>\\t<directory>`` with the directory's total size, then
+    one line per entry up to two levels below the directory, sorted by path (a directory's
+    entries follow it): ``<size>\\t<path>/`` for a subdirectory with the total size of the files
+    under it at any depth, ``<size>\\t<path>`` for a file. Entries whose name starts with ``.``
+    or is ``node_modules`` are left out, with everything below them (as Anthropic's tool does
+    for hidden items); their sizes still count in the totals, which are the real footprint of
+    each directory. A directory with no files (an empty ``/memories``) is a listing with the
+    total ``0``, not an error.
+
+    Args:
+        directory: a canonical directory path (``/memories`` or below).
+        entries: ``(file path, size in characters)`` for every file under ``directory`` at any
+            depth, in any order; paths canonical.
+        max_chars: longest output in characters; a longer listing is cut after a whole entry
+            and ends with a note saying how many entries were shown. ``None`` for no limit.
+
+    Returns:
+        The listing text (no trailing newline).
+
+    Raises:
+        ValueError: an entry is not strictly below ``directory`` (a caller bug).
+    """
+    prefix = ROOT + "/" if directory == ROOT else directory + "/"
+    total = 0
+    rows: dict[tuple[str, ...], list[int]] = {}  # key -> [size, is_directory]
+    for path, size in entries:
+        if not path.startswith(prefix) or path == prefix:
+            raise ValueError(f"entry {path!r} is not below the directory {directory!r}")
+        total += size
+        parts = tuple(path[len(prefix) :].split("/"))
+        for depth in range(1, min(len(parts), 2) + 1):
+            if _hidden(parts[depth - 1]):
+                break
+            key = parts[:depth]
+            row = rows.setdefault(key, [0, int(depth < len(parts))])
+            row[0] += size
+    lines = [messages.view_directory_header(directory), f"{format_size(total)}\t{directory}"]
+    for key in sorted(rows):
+        size, is_directory = rows[key]
+        suffix = "/" if is_directory else ""
+        lines.append(f"{format_size(size)}\t{prefix}{'/'.join(key)}{suffix}")
+    text = "\n".join(lines)
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    note = messages.listing_clipped(max_chars, len(rows), len(rows))
+    budget = max_chars - len(note) - 1
+    kept = 2
+    used = len(lines[0]) + 1 + len(lines[1])
+    while kept < len(lines) and used + 1 + len(lines[kept]) <= budget:
+        used += 1 + len(lines[kept])
+        kept += 1
+    note = messages.listing_clipped(max_chars, kept - 2, len(rows))
+    return "\n".join(lines[:kept]) + "\n" + note
+
+
+def resolve_view_range(
+    path: str, view_range: tuple[int, int], line_count: int
+) -> tuple[int, int, bool]:
+    """Check a ``view_range`` against a file's line count.
+
+    Args:
+        path: the file's canonical path (for messages).
+        view_range: ``(start, end)``, 1-based and inclusive; ``end == -1`` means the last line.
+        line_count: the file's number of lines (:func:`split_lines`).
+
+    Returns:
+        ``(start, end, clamped)``: the lines to show, ``end`` clamped to ``line_count`` when it
+        was past the end (``clamped`` is then ``True``).
+
+    Raises:
+        ToolInputError: the file is empty; ``start < 1``; ``start > line_count``; or
+            ``end < start`` and ``end != -1``. The message states the valid range.
+    """
+    start, end = view_range
+    if line_count == 0:
+        raise ToolInputError(messages.view_range_on_empty_file(path, start, end))
+    if start < 1 or start > line_count or (end != -1 and end < start):
+        raise ToolInputError(messages.view_range_out_of_range(path, start, end, line_count))
+    if end == -1:
+        return start, line_count, False
+    if end > line_count:
+        return start, line_count, True
+    return start, end, False
+
+
+def render_file(
+    path: str,
+    text: str,
+    view_range: tuple[int, int] | None = None,
+    *,
+    max_chars: int | None = OUTPUT_LIMIT_CHARS,
+) -> str:
+    """Render a file view with line numbers, as Anthropic's memory tool does.
+
+    Output: ``Here's the content of <path> with line numbers:`` then one line per file line,
+    ``'{number:>6}\\t{line}'``. An empty file shows a note that it exists and is empty. When
+    ``view_range`` ends past the last line, the lines up to the last one are shown followed by
+    a note. When the output would pass ``max_chars``, it is cut after a whole line and ends with
+    a note giving the next ``view_range``; a single line longer than the limit is cut inside.
+
+    Args:
+        path: the file's canonical path.
+        text: the file's text.
+        view_range: ``(start, end)``, 1-based, inclusive, ``end == -1`` for the last line; or
+            ``None`` for the whole file. Use :func:`dbmemory.tool.args.coerce_view_range` to
+            get it from raw arguments.
+        max_chars: longest output in characters, notes included; ``None`` for no limit.
+
+    Returns:
+        The view text (no trailing newline).
+
+    Raises:
+        ToolInputError: ``view_range`` selects no line (see :func:`resolve_view_range`).
+    """
+    header = messages.view_file_header(path)
+    lines = split_lines(text)
+    if view_range is None:
+        if not lines:
+            return header + "\n" + messages.empty_file_note(path)
+        first, last, clamped = 1, len(lines), False
+    else:
+        first, last, clamped = resolve_view_range(path, view_range, len(lines))
+    shown = number_lines(lines[first - 1 : last], first)
+    body = [header, *shown]
+    if clamped:
+        body.append(messages.view_range_clamped_note(view_range[1], first, last))  # type: ignore[index]
+    output = "\n".join(body)
+    if max_chars is None or len(output) <= max_chars:
+        return output
+    return _clip_numbered(header, shown, first, len(lines), max_chars)
+
+
+def _clip_numbered(header: str, shown: list[str], first: int, total: int, max_chars: int) -> str:
+    longest_note = messages.file_output_clipped(max_chars, total, total, total)
+    budget = max_chars - len(longest_note) - 1
+    used = len(header)
+    kept = 0
+    while kept < len(shown) and used + 1 + len(shown[kept]) <= budget:
+        used += 1 + len(shown[kept])
+        kept += 1
+    if kept == 0:
+        line_chars = len(shown[0]) - LINE_NUMBER_WIDTH - 1
+        note = messages.line_clipped(max_chars, first, max(line_chars, 0), total)
+        room = max(max_chars - len(header) - len(note) - 2, 0)
+        return f"{header}\n{shown[0][:room]}\n{note}"
+    note = messages.file_output_clipped(max_chars, first, first + kept - 1, total)
+    return "\n".join([header, *shown[:kept], note])
+
+
+def clip_output(text: str, limit: int = OUTPUT_LIMIT_CHARS, *, note: str | None = None) -> str:
+    """Cut a text to at most ``limit`` characters at a line end and say so.
+
+    Args:
+        text: any tool output.
+        limit: longest result in characters, the note included.
+        note: the line to append when cutting; default :func:`messages.output_clipped`, which
+            tells the model to use ``view_range`` or view a subdirectory.
+
+    Returns:
+        ``text`` unchanged if it fits; else the longest prefix ending at a line end (or, if the
+        first line alone is too long, cut inside it) followed by ``"\\n"`` and the note.
+    """
+    if len(text) <= limit:
+        return text
+    note = messages.output_clipped(limit) if note is None else note
+    budget = limit - len(note) - 1
+    if budget <= 0:
+        return note[:limit]
+    cut = text.rfind("\n", 0, budget + 1)
+    if cut <= 0:
+        cut = budget
+    return text[:cut] + "\n" + note
