@@ -10,43 +10,8 @@ Importing this package is cheap: it never imports litellm (model calls import it
 
 from __future__ import annotations
 
-from dbmemory.errors import (
-    AlreadyExistsError,
-    CapExceededError,
-    ConflictError,
-    DbMemoryError,
-    InvalidArgumentError,
-    InvalidPathError,
-    InvalidScopeError,
-    MissingDependencyError,
-    NotFoundError,
-    StorageError,
-)
-from dbmemory.files import (
-    clear_store_files,
-    count_expirable_files,
-    delete_file,
-    expire_files,
-    expire_files_committing,
-    get_file,
-    list_files,
-    put_file,
-)
-from dbmemory.keys import build_store_key
-from dbmemory.model import AgentConfig, Caps, FileInfo, FileRecord, StoreRef
-from dbmemory.prompts import augment_system_prompt, get_memory_protocol
-from dbmemory.stores import (
-    check_run_ready,
-    disable_for_agent,
-    enable_for_agent,
-    end_session,
-    get_agent_config,
-    list_agents,
-    resolve_store,
-    resolve_store_id,
-    use_store,
-)
-from dbmemory.tool import ERROR_MARKER, MemoryTool, tool_schema
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -102,14 +67,102 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # Schema set-up pulls in alembic: import it only when asked for.
-    if name in ("upgrade", "current"):
-        from dbmemory.db import migrate
+_LAZY = {
+    "AlreadyExistsError": "dbmemory.errors",
+    "CapExceededError": "dbmemory.errors",
+    "ConflictError": "dbmemory.errors",
+    "DbMemoryError": "dbmemory.errors",
+    "InvalidArgumentError": "dbmemory.errors",
+    "InvalidPathError": "dbmemory.errors",
+    "InvalidScopeError": "dbmemory.errors",
+    "MissingDependencyError": "dbmemory.errors",
+    "NotFoundError": "dbmemory.errors",
+    "StorageError": "dbmemory.errors",
+    "clear_store_files": "dbmemory.files",
+    "count_expirable_files": "dbmemory.files",
+    "delete_file": "dbmemory.files",
+    "expire_files": "dbmemory.files",
+    "expire_files_committing": "dbmemory.files",
+    "get_file": "dbmemory.files",
+    "list_files": "dbmemory.files",
+    "put_file": "dbmemory.files",
+    "build_store_key": "dbmemory.keys",
+    "AgentConfig": "dbmemory.model",
+    "Caps": "dbmemory.model",
+    "FileInfo": "dbmemory.model",
+    "FileRecord": "dbmemory.model",
+    "StoreRef": "dbmemory.model",
+    "augment_system_prompt": "dbmemory.prompts",
+    "get_memory_protocol": "dbmemory.prompts",
+    "check_run_ready": "dbmemory.stores",
+    "disable_for_agent": "dbmemory.stores",
+    "enable_for_agent": "dbmemory.stores",
+    "end_session": "dbmemory.stores",
+    "get_agent_config": "dbmemory.stores",
+    "list_agents": "dbmemory.stores",
+    "resolve_store": "dbmemory.stores",
+    "resolve_store_id": "dbmemory.stores",
+    "use_store": "dbmemory.stores",
+    "ERROR_MARKER": "dbmemory.tool",
+    "MemoryTool": "dbmemory.tool",
+    "tool_schema": "dbmemory.tool",
+    "upgrade": "dbmemory.db.migrate",
+    "current": "dbmemory.db.migrate",
+    "create_engine": "dbmemory.db.engine",
+}
 
-        return getattr(migrate, name)
-    if name == "create_engine":
-        from dbmemory.db.engine import create_engine
+def __getattr__(name: str) -> Any:
+    # PEP 562: the public API is imported on first use, so ``import dbmemory`` (and
+    # ``dbmemory --help``) stays fast; nothing here ever imports litellm.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dbmemory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return create_engine
-    raise AttributeError(f"module 'dbmemory' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from dbmemory.errors import (
+        AlreadyExistsError,
+        CapExceededError,
+        ConflictError,
+        DbMemoryError,
+        InvalidArgumentError,
+        InvalidPathError,
+        InvalidScopeError,
+        MissingDependencyError,
+        NotFoundError,
+        StorageError,
+    )
+    from dbmemory.files import (
+        clear_store_files,
+        count_expirable_files,
+        delete_file,
+        expire_files,
+        expire_files_committing,
+        get_file,
+        list_files,
+        put_file,
+    )
+    from dbmemory.keys import build_store_key
+    from dbmemory.model import AgentConfig, Caps, FileInfo, FileRecord, StoreRef
+    from dbmemory.prompts import augment_system_prompt, get_memory_protocol
+    from dbmemory.stores import (
+        check_run_ready,
+        disable_for_agent,
+        enable_for_agent,
+        end_session,
+        get_agent_config,
+        list_agents,
+        resolve_store,
+        resolve_store_id,
+        use_store,
+    )
+    from dbmemory.tool import ERROR_MARKER, MemoryTool, tool_schema
+    from dbmemory.db.engine import create_engine
+    from dbmemory.db.migrate import current, upgrade

@@ -1,0 +1,94 @@
+"""``dbmemory expire``: delete files untouched (neither written nor read) for N days.
+
+The rule is :func:`dbmemory.files.expire_files`' (the scheduled jobs in ``sql/`` use the same
+one): a file expires when it is not exempt (user profiles are) and its last touch is older than
+``--days``. Deletion commits in batches of 1,000 files, so a large clean-up never holds one
+giant transaction. Suitable for cron: exit code 0 and the count.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dbmemory.cli._common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    StoreIdOption,
+    StoreKeyOption,
+    UrlOption,
+    engine_session,
+    print_json,
+)
+from dbmemory.errors import InvalidArgumentError
+
+__all__ = ["register", "expire"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``expire`` command to ``app``."""
+    app.command("expire", no_args_is_help=True, epilog=EXIT_CODES_HELP)(expire)
+
+
+def expire(
+    days: Annotated[
+        float,
+        typer.Option(
+            "--days",
+            help="Expire files whose last write or read is older than this many days (> 0).",
+            metavar="N",
+            show_default=False,
+        ),
+    ],
+    store: StoreKeyOption = None,
+    store_id: StoreIdOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count the files that would expire.")
+    ] = False,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete files untouched for --days days, in every store or one; print the count.
+
+    Commits every batch of 1,000 files. With --dry-run nothing is deleted: the same rule only
+    counts. Exit code 0 whatever the count, so it suits cron; a --store that names no store
+    is an error (exit code 1), so a typo in a crontab does not go unnoticed.
+
+    Example:
+
+        dbmemory expire --days 90
+        dbmemory expire --days 30 --store agent:SUPPORT --dry-run
+        0 3 * * *  dbmemory expire --days 90 --json >> /var/log/dbmemory-expire.log
+    """
+    from dbmemory import files
+    from dbmemory.cli.files import require_store
+
+    if store is not None and store_id is not None:
+        raise InvalidArgumentError("give --store KEY or --store-id N, not both")
+    with engine_session(url, "expiring files") as engine:
+        target = None
+        with engine.begin() as conn:
+            if store is not None or store_id is not None:
+                target = require_store(conn, store, store_id)
+            scope_id = None if target is None else target.store_id
+            if dry_run:
+                count = files.count_expirable_files(conn, days=days, store_id=scope_id)
+        if not dry_run:
+            count = files.expire_files_committing(engine, days=days, store_id=scope_id)
+    where = "every store" if target is None else target.store_key
+    if as_json:
+        print_json(
+            {
+                "days": int(days) if float(days).is_integer() else days,
+                "store_key": None if target is None else target.store_key,
+                "dry_run": dry_run,
+                "expired": count,
+            }
+        )
+    elif dry_run:
+        typer.echo(
+            f"{count} files would expire in {where} (untouched for {days:g} days); nothing deleted"
+        )
+    else:
+        typer.echo(f"Expired {count} files in {where} (untouched for {days:g} days)")

@@ -1,0 +1,183 @@
+"""``dbmemory tool``: run one MEMORY tool command, as a model would, and commit it.
+
+Useful to seed or inspect an agent's memory, to script sessions, and to see exactly what a
+model sees: the output is the tool's text, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dbmemory.cli._common import (
+    EXIT_FAILURE,
+    JsonOption,
+    UrlOption,
+    print_json,
+    transaction,
+)
+from dbmemory.errors import DbMemoryError, InvalidArgumentError
+
+__all__ = ["register", "tool", "parse_context"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``tool`` command to ``app``."""
+    app.command("tool", no_args_is_help=True)(tool)
+
+
+def parse_context(pairs: list[str] | None) -> dict[str, str] | None:
+    """Turn ``--context key=value`` options into a run context.
+
+    Returns:
+        A dict, or None when no pair was given.
+
+    Raises:
+        InvalidArgumentError: a pair without ``=`` or with an empty key, or a key given twice.
+    """
+    if not pairs:
+        return None
+    context: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(
+                f"--context {pair!r} must look like KEY=VALUE, e.g. --context document_id=7"
+            )
+        if key in context:
+            raise InvalidArgumentError(f"--context key {key!r} is given twice: give it once")
+        context[key] = value
+    return context
+
+
+_REMEDIES = {
+    "agent_not_found": "enable it with 'dbmemory agent enable {agent}'",
+    "memory_disabled": "enable it again with 'dbmemory agent enable {agent}'",
+    "missing_context_key": "pass --context {key}=VALUE",
+    "missing_user_id": "pass --user USER",
+    "missing_session_id": "pass --session SESSION",
+}
+
+
+def _with_cli_remedy(
+    exc: DbMemoryError, agent: str | None, context_key: str | None
+) -> DbMemoryError:
+    """Give an error raised before the run (agent not ready) the command-line remedy.
+
+    The API's messages name Python arguments (``run_context=...``); on the command line the
+    remedy is an option. The diagnosis (the text before the first ``": "``) is kept.
+    """
+    remedy = _REMEDIES.get(exc.code)
+    if remedy is None:
+        return exc
+    diagnosis = exc.message.split(": ", 1)[0]
+    text = f"{diagnosis}: {remedy.format(agent=agent, key=context_key or 'KEY')}"
+    clone = type(exc)(text, code=exc.code)
+    return clone
+
+
+def tool(
+    arguments: Annotated[
+        str,
+        typer.Argument(
+            help=(
+                'The command\'s JSON arguments, e.g. \'{"command": "view", "path": '
+                '"/memories"}\'; - reads them from stdin.'
+            ),
+            metavar="JSON",
+            show_default=False,
+        ),
+    ],
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            "-a",
+            help="Agent code whose memory to use.",
+            metavar="AGENT",
+            show_default=False,
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", help="User id, for user-scoped agents.", metavar="USER", show_default=False
+        ),
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Session id, for session-scoped agents.",
+            metavar="SESSION",
+            show_default=False,
+        ),
+    ] = None,
+    context: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="Run-context pair KEY=VALUE, for context-scoped agents (repeatable).",
+            metavar="KEY=VALUE",
+            show_default=False,
+        ),
+    ] = None,
+    shared: Annotated[
+        str | None,
+        typer.Option(
+            "--shared",
+            help="Work on the shared store with this code instead of an agent's store.",
+            metavar="CODE",
+            show_default=False,
+        ),
+    ] = None,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run one MEMORY command (view, create, str_replace, insert, delete, rename) and commit.
+
+    Prints the tool's text exactly as a model would get it. The exit code is 1 when that text
+    is an error (it starts with 'Error: '); nothing was changed then. Runs in a transaction of
+    its own and commits it.
+
+    Example:
+
+        dbmemory tool --agent SUPPORT '{"command": "view", "path": "/memories"}'
+        dbmemory tool -a SUPPORT '{"command": "create", "path": "/memories/a", "file_text": "hi"}'
+        dbmemory tool -a DOCS -c document_id=7 '{"command": "view", "path": "/memories"}'
+        echo '{"command": "view", "path": "/memories"}' | dbmemory tool --shared POLICIES -
+    """
+    from dbmemory.tool import ERROR_MARKER, MemoryTool
+
+    if (agent is None) == (shared is None):
+        raise InvalidArgumentError("give exactly one of --agent AGENT or --shared CODE")
+    if shared is not None and (user or session or context):
+        raise InvalidArgumentError("--user, --session and --context need --agent, not --shared")
+    if arguments == "-":
+        arguments = typer.get_text_stream("stdin").read()
+    run_context = parse_context(context)
+    with transaction(url, "running a memory command") as conn:
+        if shared is not None:
+            memory = MemoryTool.for_store(conn, shared)
+        else:
+            try:
+                memory = MemoryTool(
+                    conn, agent, user_id=user, session_id=session, run_context=run_context
+                )
+            except DbMemoryError as exc:
+                key = None
+                if exc.code == "missing_context_key":
+                    from dbmemory import stores
+
+                    key = stores.get_agent_config(conn, agent).context_key  # type: ignore[arg-type]
+                raise _with_cli_remedy(exc, agent, key) from exc
+        text = memory.execute(arguments)
+    failed = text.startswith(ERROR_MARKER)
+    if as_json:
+        print_json({"ok": not failed, "text": text})
+    else:
+        typer.echo(text)
+    if failed:
+        raise typer.Exit(EXIT_FAILURE)
