@@ -41,7 +41,18 @@ metadata = sa.MetaData(
     }
 )
 
-_MYSQL = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB"}
+_MYSQL = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+    "mariadb_engine": "InnoDB",
+    "mariadb_charset": "utf8mb4",
+    "mariadb_collate": "utf8mb4_bin",
+}
+"""MySQL/MariaDB table options. The binary collation makes every key column (store_key,
+agent_code, store_code) case-sensitive as on the other backends (the server default
+``utf8mb4_general_ci`` would let ``user:A:Bob`` and ``user:A:bob`` collide). The ``mariadb_``
+spellings are needed because the MariaDB dialect ignores ``mysql_`` table options."""
 
 stores = sa.Table(
     "dbm_stores",

@@ -1,0 +1,157 @@
+"""Build a configured SQLAlchemy :class:`~sqlalchemy.engine.Engine` for dbmemory.
+
+:func:`create_engine` resolves the URL (argument, ``DBMEMORY_URL``, or the embedded SQLite file
+in the user data directory), picks dbmemory's default driver when the URL names none
+(``postgresql://`` -> psycopg 3, ``mysql://``/``mariadb://`` -> PyMySQL, ``oracle://`` ->
+python-oracledb thin mode), and applies :func:`dbmemory.db.dialect.configure_engine`.
+Driver-wide defaults (such as ``oracledb.defaults.fetch_lobs``) are never changed: the host
+application shares the driver.
+
+:func:`redact_url` renders a URL for messages and logs without its password.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.pool import StaticPool
+
+from dbmemory.db.dialect import configure_engine
+from dbmemory.errors import InvalidArgumentError, MissingDependencyError
+
+__all__ = ["create_engine", "normalize_url", "redact_url"]
+
+_DEFAULT_DRIVERS: dict[str, str] = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+    "oracle": "oracle+oracledb",
+}
+"""Backend name in a driverless URL -> the ``dialect+driver`` dbmemory's extras install."""
+
+_EXTRAS: dict[str, tuple[str, str]] = {
+    "postgresql": ("postgres", "PostgreSQL"),
+    "mysql": ("mysql", "MySQL/MariaDB"),
+    "mariadb": ("mysql", "MySQL/MariaDB"),
+    "oracle": ("oracle", "Oracle"),
+}
+"""Backend name -> (the dbmemory extra with its driver, a display name)."""
+
+_SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token")
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url`` and add dbmemory's default driver when it names none.
+
+    Args:
+        url: a SQLAlchemy URL string or object, e.g. ``"postgresql://app@db/app"``.
+
+    Returns:
+        The parsed :class:`~sqlalchemy.engine.URL`; ``postgresql://`` (and ``postgres://``)
+        becomes ``postgresql+psycopg://``, ``mysql://`` becomes ``mysql+pymysql://``,
+        ``mariadb://`` becomes ``mariadb+pymysql://``, ``oracle://`` becomes
+        ``oracle+oracledb://``. A URL with an explicit driver is returned unchanged.
+
+    Raises:
+        InvalidArgumentError: the text is not a database URL.
+    """
+    try:
+        parsed = make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise InvalidArgumentError(
+            "the database URL could not be parsed: give a SQLAlchemy URL such as "
+            "'sqlite:///memory.db' or 'postgresql://user@host/db'"
+        ) from exc
+    if "+" not in parsed.drivername and parsed.drivername in _DEFAULT_DRIVERS:
+        parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
+    return parsed
+
+
+def redact_url(url: str | URL | None) -> str:
+    """Render ``url`` for a message or a log line with its password hidden.
+
+    Args:
+        url: a URL string or object; None gives ``"<default>"``.
+
+    Returns:
+        The URL with the password (and any password-like query parameter) shown as ``***``;
+        ``"<unparseable URL>"`` when the text is not a URL (it is never echoed back, as it may
+        hold a secret).
+    """
+    if url is None:
+        return "<default>"
+    try:
+        parsed = make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return "<unparseable URL>"
+    if parsed.query:
+        query = {
+            key: ("***" if any(s in key.lower() for s in _SECRET_QUERY_KEYS) else value)
+            for key, value in parsed.query.items()
+        }
+        parsed = parsed.set(query=query)
+    return parsed.render_as_string(hide_password=True)
+
+
+def _backend(url: URL) -> str:
+    return url.get_backend_name()
+
+
+def create_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
+    """Create an Engine set up the way dbmemory needs it.
+
+    Args:
+        url: a SQLAlchemy URL. None reads ``DBMEMORY_URL`` (:class:`dbmemory.settings.Settings`)
+            and falls back to ``sqlite:///<user data dir>/dbmemory.db`` (the folder is created).
+            A URL without a driver gets dbmemory's default driver (see :func:`normalize_url`).
+        **kwargs: passed to :func:`sqlalchemy.create_engine` (``echo``, ``pool_size``, ...).
+
+    Returns:
+        A configured :class:`~sqlalchemy.engine.Engine`. SQLite engines get WAL, a busy timeout,
+        foreign keys and ``BEGIN IMMEDIATE`` transactions
+        (:func:`~dbmemory.db.dialect.configure_engine`);
+        an in-memory SQLite database uses a :class:`~sqlalchemy.pool.StaticPool`, so every
+        connection of the engine sees the same database (one shared DB-API connection: use
+        one :class:`~sqlalchemy.engine.Connection` at a time).
+
+    Raises:
+        MissingDependencyError: the URL's driver is not installed; the message names the extra,
+            e.g. ``pip install 'dbmemory[postgres]'``.
+        InvalidArgumentError: the URL cannot be parsed or names an unknown database.
+    """
+    if url is None:
+        from dbmemory.settings import Settings
+
+        url = Settings().resolved_url()
+    parsed = normalize_url(url)
+    backend = _backend(parsed)
+
+    if backend == "sqlite":
+        database = parsed.database
+        if database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
+            kwargs.setdefault("poolclass", StaticPool)
+            connect_args = dict(kwargs.pop("connect_args", {}) or {})
+            connect_args.setdefault("check_same_thread", False)
+            kwargs["connect_args"] = connect_args
+
+    try:
+        engine = sa.create_engine(parsed, **kwargs)
+    except ImportError as exc:
+        extra, display = _EXTRAS.get(backend, (None, backend))
+        remedy = (
+            f"pip install 'dbmemory[{extra}]'"
+            if extra
+            else f"install the DB-API driver for {parsed.drivername}"
+        )
+        raise MissingDependencyError(
+            f"the {display} driver for '{parsed.drivername}' is not installed: {remedy}"
+        ) from exc
+    except sa.exc.NoSuchModuleError as exc:
+        raise InvalidArgumentError(
+            f"'{parsed.drivername}' is not a database SQLAlchemy knows: use sqlite, oracle, "
+            "postgresql or mysql/mariadb URLs"
+        ) from exc
+    return configure_engine(engine)

@@ -1,0 +1,405 @@
+"""Backend fixtures shared by every contract test.
+
+Backends (ids of the ``engine`` fixture's parameters):
+
+* ``sqlite-memory``: in-memory SQLite (one shared connection, :class:`StaticPool`);
+* ``sqlite-file``: a SQLite file under pytest's temporary folder (WAL);
+* ``postgres``: ``DBMEMORY_TEST_POSTGRES_URL`` (e.g. ``postgresql+psycopg://postgres@127.0.0.1:5432/test``);
+* ``mysql``: ``DBMEMORY_TEST_MYSQL_URL`` (e.g. ``mysql+pymysql://root@127.0.0.1:3306/test``);
+* ``oracle``: ``DBMEMORY_TEST_ORACLE_URL`` (e.g. ``oracle+oracledb://dbm:dbm@127.0.0.1:1522/?service_name=FREEPDB1``).
+
+A server backend whose variable is unset is skipped with a reason naming the variable; in CI
+(``CI`` set and not ``false``/``0``) a missing PostgreSQL/MySQL variable is a usage error and an
+unreachable server fails the run.
+
+Several engineers and CI runs share the same servers: each pytest session creates its own
+database ``dbmt_<pid>_<random>`` on PostgreSQL and MariaDB/MySQL from the given URL (the URL's
+database is only used to connect), migrates it once with :func:`dbmemory.db.migrate.upgrade`
+and drops it at the end. Oracle uses the URL's schema as is (one session per schema at a time).
+Every test starts from empty tables (rows are deleted before the test, which is fast).
+
+Fixtures: ``backend_name``, ``engine`` (migrated, empty tables), ``conn`` (a Connection with no
+transaction begun), ``other_connection`` (opens a second connection that sees only committed
+data), ``empty_engine`` (a database without dbmemory's schema, for migration tests),
+``server_name`` + ``make_empty_database`` (fresh empty server databases, for script tests).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything can import litellm: no network for the model price map (DATABASES.md).
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_OFFLINE_MODE"] = "true"
+
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.pool import NullPool
+
+from dbmemory.db import migrate
+from dbmemory.db.engine import create_engine, normalize_url, redact_url
+
+__all__ = ["DATA_TABLES", "SERVERS", "clean_tables", "in_ci", "other_connection_for"]
+
+DATA_TABLES = ("dbm_audit_events", "dbm_files", "dbm_stores", "dbm_agents")
+"""dbmemory's tables, children first: the order rows are deleted in between tests."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A database server backend of the test suite."""
+
+    name: str
+    env_var: str
+    display: str
+    required_in_ci: bool
+    own_database: bool = True
+    """Whether each session creates (and drops) its own database; False: use the URL as is."""
+
+
+SERVERS: dict[str, Server] = {
+    "postgres": Server("postgres", "DBMEMORY_TEST_POSTGRES_URL", "PostgreSQL", True),
+    "mysql": Server("mysql", "DBMEMORY_TEST_MYSQL_URL", "MariaDB/MySQL", True),
+    "oracle": Server("oracle", "DBMEMORY_TEST_ORACLE_URL", "Oracle", False, own_database=False),
+}
+
+BACKENDS = [
+    pytest.param("sqlite-memory", id="sqlite-memory"),
+    pytest.param("sqlite-file", id="sqlite-file"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+    pytest.param("oracle", id="oracle", marks=pytest.mark.oracle),
+]
+
+SERVER_BACKENDS = [p for p in BACKENDS if p.values[0] in ("postgres", "mysql")]
+
+
+def in_ci() -> bool:
+    """Whether the run is CI: ``CI`` is set to something other than ``""``, ``false`` or ``0``."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "false", "0")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In CI, a missing PostgreSQL or MariaDB URL is an error, never a silent skip."""
+    if not in_ci():
+        return
+    missing = [
+        s.env_var for s in SERVERS.values() if s.required_in_ci and not os.environ.get(s.env_var)
+    ]
+    if missing:
+        raise pytest.UsageError(
+            f"CI is set but {', '.join(missing)} is not: CI must test PostgreSQL and MariaDB "
+            "(see .ci/run), set the variable(s) or unset CI to skip those backends locally"
+        )
+
+
+def _unavailable(server: Server, why: str) -> None:
+    """Skip (locally) or fail (in CI, for a required server) with a clear reason."""
+    message = f"{server.display} backend unavailable: {why}"
+    if in_ci() and server.required_in_ci:
+        pytest.fail(f"{message} (CI requires it)", pytrace=False)
+    pytest.skip(message)
+
+
+# -- server databases --------------------------------------------------------------------------
+
+
+def _admin_engine(url: URL) -> Engine:
+    backend = url.get_backend_name()
+    timeout_arg = "tcp_connect_timeout" if backend == "oracle" else "connect_timeout"
+    connect_args = {timeout_arg: 10}
+    return sa.create_engine(
+        url, poolclass=NullPool, isolation_level="AUTOCOMMIT", connect_args=connect_args
+    )
+
+
+def _create_database(server: Server, base_url: URL) -> URL:
+    """Create ``dbmt_<pid>_<random>`` on the server of ``base_url``; return its URL."""
+    name = f"dbmt_{os.getpid()}_{secrets.token_hex(4)}"
+    admin = _admin_engine(base_url)
+    try:
+        with admin.connect() as c:
+            if server.name == "postgres":
+                c.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            else:
+                c.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    finally:
+        admin.dispose()
+    return base_url.set(database=name)
+
+
+def _drop_database(server: Server, url: URL) -> None:
+    """Drop the session database, disconnecting anything still connected to it."""
+    name = url.database
+    assert name and name.startswith("dbmt_"), name
+    base = url.set(database=_base_url(server).database)
+    admin = _admin_engine(base)
+    try:
+        with admin.connect() as c:
+            if server.name == "postgres":
+                try:
+                    c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                except sa.exc.ProgrammingError:  # PostgreSQL < 13: no WITH (FORCE)
+                    c.exec_driver_sql(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                    )
+                    c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
+            else:
+                c.exec_driver_sql("SET SESSION lock_wait_timeout = 30")
+                ids = c.exec_driver_sql(
+                    "SELECT id FROM information_schema.processlist "
+                    f"WHERE db = '{name}' AND id <> CONNECTION_ID()"
+                ).scalars()
+                for thread_id in list(ids):
+                    with suppress(sa.exc.DBAPIError):  # already gone
+                        c.exec_driver_sql(f"KILL {int(thread_id)}")
+                c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        admin.dispose()
+
+
+def _base_url(server: Server) -> URL:
+    raw = os.environ.get(server.env_var, "").strip()
+    if not raw:
+        _unavailable(server, f"set {server.env_var} to run these tests")
+    return normalize_url(raw)
+
+
+def _check_reachable(server: Server, url: URL) -> None:
+    admin = _admin_engine(url)
+    try:
+        with admin.connect() as c:
+            c.exec_driver_sql("SELECT 1 FROM dual" if server.name == "oracle" else "SELECT 1")
+    except Exception as exc:
+        _unavailable(
+            server,
+            f"cannot connect to {redact_url(url)} ({server.env_var}): "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+        )
+    finally:
+        admin.dispose()
+
+
+def clean_tables(engine: Engine) -> None:
+    """Delete every row of dbmemory's tables (fast; identities are not reset)."""
+    with engine.begin() as c:
+        name = engine.dialect.name
+        if name == "postgresql":
+            c.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
+        elif name in ("mysql", "mariadb"):
+            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 20")
+        for table in DATA_TABLES:
+            c.exec_driver_sql(f"DELETE FROM {table}")
+        if name in ("mysql", "mariadb"):
+            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+
+
+@dataclass
+class _Backends:
+    """Session-wide engines, created on first use and torn down at session end."""
+
+    tmp_factory: pytest.TempPathFactory
+    engines: dict[str, Engine] = field(default_factory=dict)
+    failures: dict[str, BaseException] = field(default_factory=dict)
+    created: list[tuple[Server, URL]] = field(default_factory=list)
+    oracle_installed_here: bool = False
+
+    def engine(self, name: str) -> Engine:
+        if name in self.failures:  # the same error (skip/fail) for every test
+            raise self.failures[name]
+        if name not in self.engines:
+            try:
+                self.engines[name] = self._make(name)
+            except (pytest.skip.Exception, pytest.fail.Exception) as exc:
+                self.failures[name] = exc
+                raise
+        return self.engines[name]
+
+    def _make(self, name: str) -> Engine:
+        if name == "sqlite-memory":
+            engine = create_engine("sqlite://")
+        elif name == "sqlite-file":
+            path = self.tmp_factory.mktemp("sqlite") / "dbmemory.db"
+            engine = create_engine(f"sqlite:///{path.as_posix()}")
+        else:
+            server = SERVERS[name]
+            base = _base_url(server)
+            _check_reachable(server, base)
+            if server.own_database:
+                url = _create_database(server, base)
+                self.created.append((server, url))
+            else:
+                url = base
+            engine = create_engine(url)
+            if name == "oracle":
+                self.oracle_installed_here = migrate.current(engine) is None
+        migrate.upgrade(engine)
+        return engine
+
+    def close(self) -> None:
+        for name, engine in self.engines.items():
+            if name == "oracle" and self.oracle_installed_here:
+                with suppress(Exception):  # best effort: leave the schema as found
+                    migrate.downgrade(engine)
+            engine.dispose()
+        for server, url in self.created:
+            try:
+                _drop_database(server, url)
+            except Exception as exc:
+                print(f"\nwarning: could not drop test database {url.database}: {exc}")
+
+
+@pytest.fixture(scope="session")
+def _backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Backends]:
+    backends = _Backends(tmp_path_factory)
+    try:
+        yield backends
+    finally:
+        backends.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """The backend of this test: ``sqlite-memory``, ``sqlite-file``, ``postgres``, ``mysql``
+    or ``oracle``."""
+    return request.param
+
+
+@pytest.fixture
+def engine(backend_name: str, _backends: _Backends) -> Engine:
+    """A dbmemory-configured Engine on a migrated database whose tables are empty."""
+    eng = _backends.engine(backend_name)
+    clean_tables(eng)
+    return eng
+
+
+@pytest.fixture
+def reset_tables() -> Callable[[Engine], None]:
+    """``reset_tables(engine)`` deletes every row of dbmemory's tables (between two phases of a
+    test)."""
+    return clean_tables
+
+
+@pytest.fixture
+def conn(engine: Engine) -> Iterator[Connection]:
+    """A Connection of ``engine`` with NO transaction begun: the test decides (``conn.begin()``,
+    ``conn.commit()``, or SQLAlchemy's autobegin). Closed (rolling back) after the test."""
+    with engine.connect() as connection:
+        yield connection
+
+
+@contextmanager
+def other_connection_for(engine: Engine) -> Iterator[Connection]:
+    """A second connection that sees only committed data (for transaction tests).
+
+    Use it to read: on SQLite it comes from a plain engine on the same file (no ``BEGIN
+    IMMEDIATE``), so reading never waits for the first connection's write lock. In-memory
+    SQLite has a single shared connection, so the test is skipped there.
+    """
+    if engine.dialect.name == "sqlite":
+        database = engine.url.database
+        if database in (None, "", ":memory:"):
+            pytest.skip("in-memory SQLite has one shared connection: no second view of the data")
+        reader = sa.create_engine(engine.url, poolclass=NullPool)
+        try:
+            with reader.connect() as c:
+                yield c
+        finally:
+            reader.dispose()
+        return
+    # READ COMMITTED: every statement sees the latest committed data (MariaDB's default
+    # REPEATABLE READ would freeze the view at the first read of a transaction).
+    with engine.connect().execution_options(isolation_level="READ COMMITTED") as c:
+        yield c
+
+
+@pytest.fixture
+def other_connection(engine: Engine) -> Callable[..., AbstractContextManager[Connection]]:
+    """Factory: ``with other_connection() as c2:`` opens a second connection on the test's
+    engine (or ``other_connection(some_engine)``) that sees only committed data."""
+
+    def open_other(eng: Engine | None = None) -> AbstractContextManager[Connection]:
+        return other_connection_for(eng if eng is not None else engine)
+
+    return open_other
+
+
+# -- empty databases (migration and script tests) ----------------------------------------------
+
+
+@pytest.fixture
+def empty_engine(backend_name: str, _backends: _Backends, tmp_path: Path) -> Iterator[Engine]:
+    """A dbmemory-configured Engine on a database without dbmemory's schema.
+
+    SQLite: a new database; PostgreSQL/MariaDB: a new server database, dropped afterwards;
+    Oracle: the session schema downgraded to base, upgraded again afterwards.
+    """
+    if backend_name == "sqlite-memory":
+        eng = create_engine("sqlite://")
+        yield eng
+        eng.dispose()
+        return
+    if backend_name == "sqlite-file":
+        eng = create_engine(f"sqlite:///{(tmp_path / 'empty.db').as_posix()}")
+        yield eng
+        eng.dispose()
+        return
+    if backend_name == "oracle":
+        eng = _backends.engine("oracle")
+        migrate.downgrade(eng)
+        try:
+            yield eng
+        finally:
+            migrate.upgrade(eng)
+        return
+    _backends.engine(backend_name)  # skip/fail early with the usual reason
+    server = SERVERS[backend_name]
+    url = _create_database(server, _base_url(server))
+    eng = create_engine(url)
+    try:
+        yield eng
+    finally:
+        eng.dispose()
+        _drop_database(server, url)
+
+
+@pytest.fixture(params=SERVER_BACKENDS)
+def server_name(request: pytest.FixtureRequest, _backends: _Backends) -> str:
+    """``postgres`` or ``mysql`` (skipped, or failed in CI, when not available)."""
+    _backends.engine(request.param)
+    return request.param
+
+
+@pytest.fixture
+def server_engine(server_name: str, _backends: _Backends) -> Engine:
+    """The session engine (migrated, empty tables) of ``server_name``."""
+    eng = _backends.engine(server_name)
+    clean_tables(eng)
+    return eng
+
+
+@pytest.fixture
+def make_empty_database(server_name: str) -> Iterator[Callable[[], URL]]:
+    """Factory of fresh, empty databases on ``server_name``'s server; all dropped afterwards.
+
+    Returns URLs (``postgresql+psycopg://...`` / ``mysql+pymysql://...``).
+    """
+    server = SERVERS[server_name]
+    made: list[URL] = []
+
+    def make() -> URL:
+        url = _create_database(server, _base_url(server))
+        made.append(url)
+        return url
+
+    yield make
+    for url in made:
+        _drop_database(server, url)

@@ -1,0 +1,456 @@
+"""Oracle 19c readiness without an Oracle server: compile the schema's DDL and every statement
+the package runs with the oracle dialect (set up as 19c) and check identifiers and CLOB use.
+
+Rules (DESIGN.md section 5, DATABASES.md "Oracle"): no identifier is an Oracle reserved word,
+quoted or not; none is longer than 30 characters; nothing is quoted (a quoted name is
+case-sensitive on Oracle); the CLOB column ``body`` is never compared, sorted, grouped or
+DISTINCTed; no ``IS 0``/``IS 1`` (``col.is_(False)``), no boolean literals and no ``LIMIT``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from dbmemory import sqlgen
+from dbmemory.db import schema
+from dbmemory.db.dialect import oracle19_dialect
+
+ORACLE_RESERVED_WORDS = frozenset(
+    [
+        "ACCESS",
+        "ADD",
+        "ALL",
+        "ALTER",
+        "AND",
+        "ANY",
+        "AS",
+        "ASC",
+        "AUDIT",
+        "BETWEEN",
+        "BY",
+        "CHAR",
+        "CHECK",
+        "CLUSTER",
+        "COLUMN",
+        "COLUMN_VALUE",
+        "COMMENT",
+        "COMPRESS",
+        "CONNECT",
+        "CREATE",
+        "CURRENT",
+        "DATE",
+        "DECIMAL",
+        "DEFAULT",
+        "DELETE",
+        "DESC",
+        "DISTINCT",
+        "DROP",
+        "ELSE",
+        "EXCLUSIVE",
+        "EXISTS",
+        "FILE",
+        "FLOAT",
+        "FOR",
+        "FROM",
+        "GRANT",
+        "GROUP",
+        "HAVING",
+        "IDENTIFIED",
+        "IMMEDIATE",
+        "IN",
+        "INCREMENT",
+        "INDEX",
+        "INITIAL",
+        "INSERT",
+        "INTEGER",
+        "INTERSECT",
+        "INTO",
+        "IS",
+        "LEVEL",
+        "LIKE",
+        "LOCK",
+        "LONG",
+        "MAXEXTENTS",
+        "MINUS",
+        "MLSLABEL",
+        "MODE",
+        "MODIFY",
+        "NESTED_TABLE_ID",
+        "NOAUDIT",
+        "NOCOMPRESS",
+        "NOT",
+        "NOWAIT",
+        "NULL",
+        "NUMBER",
+        "OF",
+        "OFFLINE",
+        "ON",
+        "ONLINE",
+        "OPTION",
+        "OR",
+        "ORDER",
+        "PCTFREE",
+        "PRIOR",
+        "PUBLIC",
+        "RAW",
+        "RENAME",
+        "RESOURCE",
+        "REVOKE",
+        "ROW",
+        "ROWID",
+        "ROWNUM",
+        "ROWS",
+        "SELECT",
+        "SESSION",
+        "SET",
+        "SHARE",
+        "SIZE",
+        "SMALLINT",
+        "START",
+        "SUCCESSFUL",
+        "SYNONYM",
+        "SYSDATE",
+        "TABLE",
+        "THEN",
+        "TO",
+        "TRIGGER",
+        "UID",
+        "UNION",
+        "UNIQUE",
+        "UPDATE",
+        "USER",
+        "VALIDATE",
+        "VALUES",
+        "VARCHAR",
+        "VARCHAR2",
+        "VIEW",
+        "WHENEVER",
+        "WHERE",
+        "WITH",
+    ]
+)
+"""Oracle SQL reserved words (V$RESERVED_WORDS with RESERVED = 'Y', 19c): never identifiers."""
+
+PLSQL_RESERVED_WORDS = frozenset(
+    [
+        "AT",
+        "BEGIN",
+        "CASE",
+        "CLUSTERS",
+        "COLAUTH",
+        "COLUMNS",
+        "CRASH",
+        "CURSOR",
+        "DECLARE",
+        "END",
+        "EXCEPTION",
+        "FETCH",
+        "FUNCTION",
+        "GOTO",
+        "IF",
+        "INDEXES",
+        "OVERLAPS",
+        "PROCEDURE",
+        "SQL",
+        "SUBTYPE",
+        "TABAUTH",
+        "TYPE",
+        "VIEWS",
+        "WHEN",
+    ]
+)
+"""PL/SQL reserved words beyond the SQL ones: a column named so breaks the expiry procedure,
+``%TYPE`` anchors and any customer PL/SQL that touches the tables."""
+
+RISKY_KEYWORDS = frozenset(
+    [
+        "TIMESTAMP",
+        "INTERVAL",
+        "KEY",
+        "NAME",
+        "VALUE",
+        "TEXT",
+        "DATA",
+        "CONTENT",
+        "OWNER",
+        "ACTION",
+        "COUNT",
+        "SEQUENCE",
+        "LIMIT",
+        "OFFSET",
+        "RANGE",
+        "ROLE",
+        "SYSTIMESTAMP",
+        "CURRENT_DATE",
+        "CURRENT_TIMESTAMP",
+        "LOCALTIMESTAMP",
+        "PATH",
+        "ID",
+    ]
+)
+"""Keywords that are legal names but confuse tools, SQL*Plus scripts or APEX: avoided too."""
+
+FORBIDDEN = ORACLE_RESERVED_WORDS | PLSQL_RESERVED_WORDS | RISKY_KEYWORDS
+MAX_IDENTIFIER = 30
+CLOB_COLUMNS = frozenset(
+    c.name
+    for t in schema.metadata.tables.values()
+    for c in t.columns
+    if isinstance(c.type.dialect_impl(oracle19_dialect()), (sa.CLOB, sa.UnicodeText, sa.Text))
+)
+
+
+def test_the_reserved_word_list_covers_what_designers_trip_on() -> None:
+    for word in (
+        "USER",
+        "SESSION",
+        "FILE",
+        "SIZE",
+        "LEVEL",
+        "MODE",
+        "COMMENT",
+        "ACCESS",
+        "COLUMN",
+        "ROWID",
+        "UID",
+        "ROWNUM",
+        "ROWS",
+        "ROW",
+        "SYSDATE",
+        "TYPE",
+    ):
+        assert word in FORBIDDEN
+    assert {"body"} == CLOB_COLUMNS
+
+
+def _schema_identifiers() -> Iterator[tuple[str, str]]:
+    """(kind, name) of every name the schema, the view, the version table and the expiry
+    scripts put into the database."""
+    yield "view", schema.FILE_LIST_VIEW
+    yield "table", schema.VERSION_TABLE
+    yield "constraint", f"{schema.VERSION_TABLE}_pkc"
+    yield "procedure", "dbm_expire_files"
+    yield "job", "DBM_EXPIRE_FILES_JOB"
+    for table in schema.metadata.tables.values():
+        yield "table", table.name
+        for column in table.columns:
+            yield "column", f"{table.name}.{column.name}"
+        for constraint in table.constraints:
+            yield "constraint", str(constraint.name)
+        for index in table.indexes:
+            yield "index", str(index.name)
+
+
+@pytest.mark.parametrize(("kind", "name"), list(_schema_identifiers()), ids=lambda v: str(v))
+def test_schema_identifier_is_not_reserved_and_fits_30_chars(kind: str, name: str) -> None:
+    bare = name.split(".")[-1]
+    assert bare.upper() not in FORBIDDEN, f"{kind} {name} is an Oracle reserved word or keyword"
+    assert len(bare) <= MAX_IDENTIFIER, f"{kind} {name} is longer than {MAX_IDENTIFIER} characters"
+    assert re.fullmatch(r"[a-z][a-z0-9_]*|[A-Z][A-Z0-9_]*", bare), f"{kind} {name} needs quoting"
+
+
+def _ddl() -> list[tuple[str, str]]:
+    dialect = oracle19_dialect()
+    out = []
+    for table in schema.metadata.sorted_tables:
+        out.append((table.name, str(CreateTable(table).compile(dialect=dialect))))
+        for index in table.indexes:
+            out.append((str(index.name), str(CreateIndex(index).compile(dialect=dialect))))
+    return out
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$#]*")
+_DDL_WORDS = frozenset(
+    [
+        "CREATE",
+        "TABLE",
+        "INDEX",
+        "ON",
+        "NOT",
+        "NULL",
+        "CONSTRAINT",
+        "PRIMARY",
+        "KEY",
+        "UNIQUE",
+        "FOREIGN",
+        "REFERENCES",
+        "DELETE",
+        "CASCADE",
+        "GENERATED",
+        "BY",
+        "DEFAULT",
+        "AS",
+        "IDENTITY",
+        "NUMBER",
+        "VARCHAR2",
+        "CHAR",
+        "CLOB",
+        "INTEGER",
+        "SMALLINT",
+        "TIMESTAMP",
+    ]
+)
+
+
+@pytest.mark.parametrize(("name", "ddl"), _ddl(), ids=[n for n, _ in _ddl()])
+def test_oracle_ddl_has_no_reserved_or_quoted_identifier(name: str, ddl: str) -> None:
+    assert '"' not in ddl, f"quoted identifier in {ddl}"
+    identifiers = {w for w in _IDENT.findall(ddl) if w.upper() not in _DDL_WORDS}
+    for word in identifiers:
+        assert word.upper() not in FORBIDDEN, f"{word!r} in {ddl}"
+        assert len(word) <= MAX_IDENTIFIER, word
+    assert "DATE " not in ddl.replace("UPDATE", ""), "DATE loses fractions: use TIMESTAMP"
+    assert "BOOLEAN" not in ddl, "19c has no BOOLEAN column type"
+    assert not re.search(r"VARCHAR2(?!\(\d+ CHAR\))", ddl), "VARCHAR2 needs a length in CHAR"
+    for column in CLOB_COLUMNS:
+        if ddl.startswith("CREATE INDEX") or ddl.startswith("CREATE UNIQUE INDEX"):
+            assert not re.search(rf"\b{column}\b", ddl), "no index on a CLOB"
+        assert not re.search(rf"UNIQUE \([^)]*\b{column}\b", ddl), "no unique key on a CLOB"
+
+
+def test_oracle_ddl_keeps_varchar2_within_4000_bytes() -> None:
+    for _, ddl in _ddl():
+        for length in re.findall(r"VARCHAR2\((\d+) CHAR\)", ddl):
+            # AL32UTF8 needs up to 4 bytes a character; without MAX_STRING_SIZE=EXTENDED a
+            # VARCHAR2 holds 4,000 bytes, so 1,000 characters is the most that always fits.
+            assert int(length) <= 1000, ddl
+
+
+def test_oracle_install_script_uses_only_checked_identifiers() -> None:
+    text = sqlgen.render_install("oracle")
+    assert '"' not in text
+    created = re.findall(r"^CREATE (?:TABLE|VIEW|INDEX) (\w+)", text, flags=re.MULTILINE)
+    for name in created:
+        assert name.upper() not in FORBIDDEN and len(name) <= MAX_IDENTIFIER, name
+
+
+# -- every statement the package runs ----------------------------------------------------------
+
+_CLAUSE_END = r"(?=\bORDER BY\b|\bGROUP BY\b|\bHAVING\b|\bFETCH\b|\bFOR UPDATE\b|\bRETURNING\b|$)"
+
+
+def _compiled(statement: sa.sql.expression.Executable) -> str:
+    compiled = statement.compile(
+        dialect=oracle19_dialect(), compile_kwargs={"render_postcompile": True}
+    )
+    return str(compiled)
+
+
+def _strip_literals(sql: str) -> str:
+    return re.sub(r"'(?:[^']|'')*'", "''", sql)
+
+
+def _regex_problems(sql: str) -> list[str]:
+    problems: list[str] = []
+    text = _strip_literals(sql)
+    if '"' in text:
+        problems.append("quoted identifier (a reserved word SQLAlchemy had to quote)")
+    if re.search(r"\bIS\s+(NOT\s+)?[01]\b", text):
+        problems.append("'IS 0'/'IS 1' is invalid on Oracle: compare with == False or use ~col")
+    if re.search(r"\b(true|false)\b", text, flags=re.IGNORECASE):
+        problems.append("boolean literal: Oracle 19c SQL has none")
+    if re.search(r"\bLIMIT\b", text):
+        problems.append("LIMIT is not Oracle syntax")
+    for bind in re.findall(r":(\w+)", text):
+        if bind.upper() in FORBIDDEN or len(bind) > MAX_IDENTIFIER:
+            problems.append(f"bind name :{bind} (ORA-01745 for reserved words)")
+    for table, column in re.findall(r"\b(\w+)\.(\w+)\b", text):
+        for word in (table, column):
+            if word.upper() in FORBIDDEN:
+                problems.append(f"identifier {word}")
+    for alias in re.findall(r"\bAS\s+(\w+)", text, flags=re.IGNORECASE):
+        if alias.upper() in FORBIDDEN or len(alias) > MAX_IDENTIFIER:
+            problems.append(f"alias {alias}")
+    for clob in CLOB_COLUMNS:
+        col = rf"(?:\w+\.)?{clob}\b"
+        cmp_ops = r"(?:=|<>|!=|<=|>=|<|>|\bLIKE\b|\bIN\b|\bIS\b|\bBETWEEN\b)"
+        for clause in re.findall(rf"\bWHERE\b(.*?){_CLAUSE_END}", text, flags=re.S):
+            if re.search(rf"\b{col}\s*{cmp_ops}|{cmp_ops}\s*{col}", clause):
+                problems.append(f"{clob} (CLOB) compared in WHERE")
+        for kw in ("ORDER BY", "GROUP BY", "HAVING", "DISTINCT", r"\bON\b"):
+            for clause in re.findall(
+                rf"{kw}(.*?)(?:\bWHERE\b|\bFETCH\b|\bFOR UPDATE\b|$)", text, flags=re.S
+            ):
+                if re.search(rf"\b{col}", clause):
+                    problems.append(f"{clob} (CLOB) used in {kw}")
+    return problems
+
+
+def _sqlglot_problems(sql: str) -> list[str]:
+    sqlglot = pytest.importorskip("sqlglot")
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="oracle")
+    except sqlglot.errors.ParseError as exc:  # a smoke check: parse failures are reported
+        return [f"sqlglot cannot parse it as Oracle SQL: {exc}"]
+
+    def touches_clob(node: exp.Expression) -> bool:
+        return any(c.name.lower() in CLOB_COLUMNS for c in node.find_all(exp.Column))
+
+    problems: list[str] = []
+    for kind in (exp.Where, exp.Order, exp.Group, exp.Having, exp.Join):
+        for node in tree.find_all(kind):
+            target = node.args.get("on") if kind is exp.Join else node
+            if target is not None and touches_clob(target):
+                problems.append(f"CLOB used in {kind.__name__.upper()}")
+    comparisons = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.In, exp.Is)
+    assignments = set()
+    for update in tree.find_all(exp.Update):
+        assignments.update(id(e) for e in update.expressions)
+    for node in tree.find_all(*comparisons):
+        if id(node) not in assignments and touches_clob(node):
+            problems.append(f"CLOB compared: {node.sql(dialect='oracle')}")
+    for select in tree.find_all(exp.Select):
+        if select.args.get("distinct") and any(touches_clob(e) for e in select.expressions):
+            problems.append("DISTINCT over the CLOB")
+    return problems
+
+
+def _statements() -> dict[str, sa.sql.expression.Executable]:
+    statements = pytest.importorskip(
+        "dbmemory.statements", reason="statements module not written yet"
+    )
+    return statements.example_statements()
+
+
+def test_every_statement_compiles_for_oracle_19c() -> None:
+    examples = _statements()
+    assert examples, "example_statements() returned nothing"
+    failures: dict[str, list[str]] = {}
+    for name, statement in examples.items():
+        try:
+            sql = _compiled(statement)
+        except Exception as exc:
+            failures[name] = [f"does not compile for Oracle 19c: {type(exc).__name__}: {exc}"]
+            continue
+        problems = _regex_problems(sql) + _sqlglot_problems(sql)
+        if problems:
+            failures[name] = [*problems, sql]
+    assert not failures, "\n\n".join(f"{n}:\n  " + "\n  ".join(p) for n, p in failures.items())
+
+
+def test_the_checks_catch_what_they_are_meant_to_catch() -> None:
+    files = schema.files
+    bad = {
+        "clob_compared": sa.select(files.c.file_id).where(files.c.body == "x"),
+        "clob_sorted": sa.select(files.c.file_id).order_by(files.c.body),
+        "clob_distinct": sa.select(files.c.body).distinct(),
+        "clob_grouped": sa.select(sa.func.count()).select_from(files).group_by(files.c.body),
+        "is_false": sa.select(files.c.file_id).where(files.c.expiry_exempt.is_(False)),
+        "reserved_alias": sa.select(files.c.char_count.label("size")),
+        "reserved_bind": sa.select(files.c.file_id).where(
+            files.c.char_count == sa.bindparam("level")
+        ),
+    }
+    for name, statement in bad.items():
+        sql = _compiled(statement)
+        assert _regex_problems(sql) or _sqlglot_problems(sql), f"{name} slipped through: {sql}"
+    fine = sa.update(files).where(files.c.file_id == 1).values(body="new")
+    sql = _compiled(fine)
+    assert not _regex_problems(sql) and not _sqlglot_problems(sql), sql

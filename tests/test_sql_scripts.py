@@ -1,0 +1,491 @@
+"""The reference SQL in ``sql/``: generated from the migrations, free of drift, shaped for each
+database's client, and (PostgreSQL, MariaDB) really runnable, with an expiry procedure that
+deletes exactly what the Python rule deletes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine
+
+from dbmemory import sqlgen
+from dbmemory.db import migrate, schema
+from dbmemory.db.engine import create_engine
+
+SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+
+
+# -- drift and shape --------------------------------------------------------------------------
+
+
+def test_committed_sql_scripts_match_the_migrations() -> None:
+    problems = sqlgen.check_scripts(SQL_DIR)
+    if problems:
+        pytest.fail(
+            "sql/ is stale: regenerate it with `python -m dbmemory.sqlgen` and commit it.\n\n"
+            + "\n".join(problems),
+            pytrace=False,
+        )
+
+
+def test_rendering_is_deterministic() -> None:
+    first, second = sqlgen.render_all(), sqlgen.render_all()
+    assert first == second
+    assert set(first) == {f"{d}/{n}" for d in sqlgen.DIALECTS for n in sqlgen.SCRIPT_NAMES}
+    for name, text in first.items():
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), f"{name} contains a date"
+        assert text.endswith("\n") and not text.endswith("\n\n"), name
+
+
+@pytest.mark.parametrize("dialect", sqlgen.DIALECTS)
+def test_install_scripts_insert_the_version_row_without_returning(dialect: str) -> None:
+    text = sqlgen.render_install(dialect)
+    assert ":ret_0" not in text
+    assert "RETURNING" not in text.upper()
+    assert f"INSERT INTO dbm_alembic_version (version_num) VALUES ('{migrate.head()}');" in text
+
+
+@pytest.mark.parametrize("dialect", sqlgen.DIALECTS)
+def test_uninstall_scripts_drop_everything_install_creates(dialect: str) -> None:
+    install, uninstall = sqlgen.render_install(dialect), sqlgen.render_uninstall(dialect)
+    created = set(re.findall(r"^CREATE (?:TABLE|VIEW) (\w+)", install, flags=re.MULTILINE))
+    dropped = set(re.findall(r"^DROP (?:TABLE|VIEW) (\w+)", uninstall, flags=re.MULTILINE))
+    assert (
+        created == dropped == {*schema.metadata.tables, schema.FILE_LIST_VIEW, schema.VERSION_TABLE}
+    )
+    assert "dbm_expire_files" in uninstall
+
+
+@dataclass
+class _Unit:
+    kind: str  # "sql" | "plsql"
+    lines: list[str]
+    terminated_by_slash: bool
+
+
+_SQLPLUS_COMMANDS = re.compile(r"^(WHENEVER|SET|DEFINE|PROMPT|SHOW|SPOOL)\b", re.IGNORECASE)
+_PLSQL = re.compile(
+    r"^(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?(PROCEDURE|FUNCTION|PACKAGE|TRIGGER|TYPE))\b",
+    re.IGNORECASE,
+)
+
+
+def _sqlplus_units(text: str) -> list[_Unit]:
+    """Split a script the way SQL*Plus reads it (blank lines end a SQL statement; a PL/SQL
+    block ends only at a ``/`` line)."""
+    units: list[_Unit] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or line.startswith("--") or _SQLPLUS_COMMANDS.match(line):
+            assert line.strip() != "/", (
+                f"stray '/' at line {i + 1}: would re-run the previous statement"
+            )
+            i += 1
+            continue
+        body: list[str] = []
+        if _PLSQL.match(line):
+            while lines[i].strip() != "/":
+                assert lines[i].strip(), f"blank line inside a PL/SQL block at line {i + 1}"
+                body.append(lines[i])
+                i += 1
+            units.append(_Unit("plsql", body, True))
+            i += 1
+            continue
+        while True:
+            assert lines[i].strip(), f"blank line inside a SQL statement at line {i + 1}"
+            body.append(lines[i])
+            if lines[i].rstrip().endswith(";"):
+                break
+            i += 1
+        units.append(_Unit("sql", body, False))
+        i += 1
+    return units
+
+
+@pytest.mark.parametrize("name", sqlgen.SCRIPT_NAMES)
+def test_oracle_scripts_end_statements_with_semicolons_and_blocks_with_slash(name: str) -> None:
+    text = sqlgen.render_all()[f"oracle/{name}"]
+    units = _sqlplus_units(text)
+    assert units
+    for unit in units:
+        if unit.kind == "plsql":
+            assert unit.lines[-1].rstrip().endswith(";"), unit.lines[0]
+        else:
+            assert not unit.lines[-1].rstrip().endswith("/;"), unit.lines[0]
+    if name == "install.sql":
+        assert all(u.kind == "sql" for u in units)
+        assert ":ret_0" not in text and "RETURNING" not in text
+    if name == "expiry_job.sql":
+        assert sum(u.kind == "plsql" for u in units) == 3
+
+
+def test_expiry_scripts_document_the_default_days_at_the_top() -> None:
+    scripts = sqlgen.render_all()
+    top = {d: "\n".join(scripts[f"{d}/expiry_job.sql"].splitlines()[:25]) for d in sqlgen.DIALECTS}
+    assert "DEFINE expiry_days = 30" in top["oracle"]
+    assert "\\set expiry_days 30" in top["postgresql"]
+    assert "RETURN 30" in top["mysql"]
+    assert "DBMS_SCHEDULER.CREATE_JOB" in scripts["oracle/expiry_job.sql"]
+    assert "&expiry_days" in scripts["oracle/expiry_job.sql"]
+    assert "cron.schedule(" in scripts["postgresql/expiry_job.sql"]
+    assert "pg_cron must be installed" in scripts["postgresql/expiry_job.sql"]
+    mysql = scripts["mysql/expiry_job.sql"]
+    assert "ON SCHEDULE EVERY 1 DAY" in mysql
+    assert (
+        mysql.index("DELIMITER //") < mysql.index("CREATE PROCEDURE") < mysql.index("DELIMITER ;")
+    )
+
+
+@pytest.mark.parametrize("dialect", sqlgen.DIALECTS)
+def test_expiry_procedure_text_is_in_the_script(dialect: str) -> None:
+    script = sqlgen.render_expiry_job(dialect)
+    for statement in sqlgen.expiry_procedure_sql(dialect):
+        assert statement in script
+
+
+def test_oracle_expiry_procedure_mirrors_the_python_rule() -> None:
+    text = sqlgen.expiry_procedure_sql("oracle")[0]
+    for needle in (
+        "SYS_EXTRACT_UTC(SYSTIMESTAMP)",
+        "NUMTODSINTERVAL(p_days, 'DAY')",
+        "expiry_exempt = 0",
+        "last_accessed_at < v_cutoff",
+        "'expire', 'expiry-job'",
+        "RAISE_APPLICATION_ERROR",
+        "COMMIT;",
+    ):
+        assert needle in text, needle
+    assert "body" not in text.lower(), "the job never reads the CLOB"
+
+
+# -- live: run the scripts with the database's own client --------------------------------------
+
+
+def _client_command(server_name: str, url: URL) -> list[str]:
+    if server_name == "postgres":
+        cmd = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1"]
+        if url.port:
+            cmd += ["-p", str(url.port)]
+        if url.username:
+            cmd += ["-U", url.username]
+        return [*cmd, "-d", url.database or ""]
+    cmd = ["mysql", "--batch", "-h", url.host or "127.0.0.1", "--protocol=TCP"]
+    if url.port:
+        cmd += ["-P", str(url.port)]
+    if url.username:
+        cmd += ["-u", url.username]
+    if url.password:
+        cmd += [f"-p{url.password}"]
+    return [*cmd, url.database or ""]
+
+
+def _run_client(server_name: str, url: URL, script: str) -> None:
+    binary = "psql" if server_name == "postgres" else "mysql"
+    if shutil.which(binary) is None:
+        pytest.skip(f"the {binary} client is not installed")
+    env = None
+    if server_name == "postgres" and url.password:
+        import os
+
+        env = {**os.environ, "PGPASSWORD": url.password}
+    result = subprocess.run(
+        _client_command(server_name, url),
+        input=script,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, f"{binary} failed:\n{result.stderr}\n{result.stdout}"
+
+
+_PG_CRON_STUB = """
+CREATE SCHEMA cron;
+CREATE TABLE cron.calls (job_name text, schedule text, command text);
+CREATE FUNCTION cron.schedule(job_name text, schedule text, command text) RETURNS bigint
+LANGUAGE sql AS $$
+    INSERT INTO cron.calls VALUES (job_name, schedule, command) RETURNING 1::bigint
+$$;
+"""
+
+
+def test_scripts_install_schedule_and_uninstall_with_the_database_client(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    url = make_empty_database()
+    scripts = sqlgen.render_all()
+    folder = "postgresql" if server_name == "postgres" else "mysql"
+
+    _run_client(server_name, url, scripts[f"{folder}/install.sql"])
+    engine = create_engine(url)
+    try:
+        assert migrate.current(engine) == migrate.head()
+        inspector = sa.inspect(engine)
+        for table in schema.metadata.sorted_tables:
+            columns = [c["name"] for c in inspector.get_columns(table.name)]
+            assert columns == [c.name for c in table.columns], table.name
+
+        if server_name == "postgres":  # pg_cron is not installed here: record the call instead
+            _run_client(server_name, url, _PG_CRON_STUB)
+        _run_client(server_name, url, scripts[f"{folder}/expiry_job.sql"])
+        with engine.connect() as c:
+            if server_name == "postgres":
+                calls = c.exec_driver_sql(
+                    "SELECT job_name, schedule, command FROM cron.calls"
+                ).all()
+                assert [tuple(r) for r in calls] == [
+                    ("dbm-expire-files", "15 3 * * *", "CALL dbm_expire_files(30)")
+                ]
+            else:
+                assert c.exec_driver_sql("SELECT dbm_expiry_days()").scalar() == 30
+                events = c.exec_driver_sql(
+                    "SELECT event_name, interval_value, interval_field, event_definition "
+                    "FROM information_schema.events WHERE event_schema = DATABASE()"
+                ).all()
+                assert len(events) == 1
+                assert events[0][0] == "dbm_expire_files_job"
+                assert (str(events[0][1]), events[0][2]) == ("1", "DAY")
+                assert "dbm_expire_files(dbm_expiry_days()" in events[0][3]
+
+        # The scheduled command itself runs (autocommit, as the scheduler runs it).
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            if server_name == "postgres":
+                assert c.exec_driver_sql("CALL dbm_expire_files(30)").scalar_one() == 0
+            else:
+                c.exec_driver_sql("CALL dbm_expire_files(dbm_expiry_days(), @dbm_expired)")
+                assert c.exec_driver_sql("SELECT @dbm_expired").scalar_one() == 0
+
+        _run_client(server_name, url, scripts[f"{folder}/uninstall.sql"])
+        inspector = sa.inspect(engine)
+        assert [t for t in inspector.get_table_names() if t.startswith("dbm")] == []
+        assert [v for v in inspector.get_view_names() if v.startswith("dbm")] == []
+        with engine.connect() as c:
+            if server_name == "postgres":
+                sql = "SELECT count(*) FROM pg_proc WHERE proname = 'dbm_expire_files'"
+            else:
+                sql = (
+                    "SELECT count(*) FROM information_schema.routines "
+                    "WHERE routine_schema = DATABASE() AND LEFT(routine_name, 4) = 'dbm_'"
+                )
+            assert c.exec_driver_sql(sql).scalar() == 0
+    finally:
+        engine.dispose()
+
+
+# -- live: the expiry procedure deletes exactly what the Python rule deletes --------------------
+
+DAYS = 30
+
+
+@dataclass(frozen=True)
+class _Seed:
+    store_key: str
+    path: str
+    chars: int
+    exempt: bool
+    age: dt.timedelta
+
+
+def _seed_rows() -> list[_Seed]:
+    """A data set around the cut-off: old/new, exempt or not, several stores, more than one
+    batch (1,000) of expirable files; an hour of margin either side of the boundary."""
+    day = dt.timedelta(days=1)
+    hour = dt.timedelta(hours=1)
+    rows = [
+        _Seed("agent:A", "/memories/old.md", 11, False, DAYS * day + hour),
+        _Seed("agent:A", "/memories/new.md", 12, False, DAYS * day - hour),
+        _Seed("agent:A", "/memories/old-exempt.md", 13, True, 400 * day),
+        _Seed("agent:A", "/memories/empty-old.md", 0, False, 90 * day),
+        _Seed("user:A:bob", "/memories/memory.md", 14, True, 90 * day),
+        _Seed("user:A:bob", "/memories/notes/a.md", 15, False, 31 * day),
+        _Seed("user:A:bob", "/memories/notes/b.md", 16, False, 1 * day),
+        _Seed("global", "/memories/fresh.md", 17, False, dt.timedelta(0)),
+    ]
+    rows += [
+        _Seed("shared:bulk", f"/memories/bulk/{i:05d}.md", i % 50, False, (DAYS + 1 + i % 7) * day)
+        for i in range(2100)
+    ]
+    rows += [
+        _Seed("shared:bulk", f"/memories/keep/{i:03d}.md", 1, False, 2 * day) for i in range(30)
+    ]
+    return rows
+
+
+def _seed(engine: Engine, rows: list[_Seed], now: dt.datetime) -> None:
+    with engine.begin() as c:
+        store_ids: dict[str, int] = {}
+        for key in sorted({r.store_key for r in rows}):
+            store_ids[key] = c.execute(
+                sa.insert(schema.stores).values(
+                    store_key=key, scope_name=key.split(":")[0], created_at=now, updated_at=now
+                )
+            ).inserted_primary_key[0]
+        c.execute(
+            sa.insert(schema.files),
+            [
+                {
+                    "store_id": store_ids[r.store_key],
+                    "file_path": r.path,
+                    "path_hash": hashlib.sha256(r.path.encode()).hexdigest(),
+                    "body": "x" * r.chars if r.chars else None,
+                    "char_count": r.chars,
+                    "version_no": 1,
+                    "expiry_exempt": r.exempt,
+                    "created_at": now - r.age,
+                    "updated_at": now - r.age,
+                    "last_accessed_at": now - r.age,
+                }
+                for r in rows
+            ],
+        )
+
+
+def _snapshot(engine: Engine) -> tuple[set[tuple[str, str]], list[tuple[object, ...]]]:
+    """(remaining (store key, path) pairs, audit events as comparable tuples sorted)."""
+    with engine.connect() as c:
+        remaining = {
+            (r.store_key, r.file_path)
+            for r in c.execute(
+                sa.select(schema.stores.c.store_key, schema.files.c.file_path).select_from(
+                    schema.files.join(schema.stores)
+                )
+            )
+        }
+        events = sorted(
+            tuple(r)
+            for r in c.execute(
+                sa.select(
+                    schema.audit_events.c.action_name,
+                    schema.audit_events.c.actor_name,
+                    schema.audit_events.c.store_key,
+                    schema.audit_events.c.file_path,
+                    schema.audit_events.c.chars_before,
+                    schema.audit_events.c.chars_after,
+                )
+            )
+        )
+    return remaining, events
+
+
+def _audit_store_ids_match(engine: Engine) -> bool:
+    a, s = schema.audit_events, schema.stores
+    with engine.connect() as c:
+        bad = c.execute(
+            sa.select(sa.func.count())
+            .select_from(a.outerjoin(s, s.c.store_key == a.c.store_key))
+            .where(sa.or_(s.c.store_id.is_(None), s.c.store_id != a.c.store_id))
+        ).scalar_one()
+        times = c.execute(sa.select(a.c.created_at)).scalars().all()
+    now = dt.datetime.now(dt.timezone.utc)
+    return bad == 0 and all(abs(now - t) < dt.timedelta(minutes=10) for t in times)
+
+
+def _install_procedure(engine: Engine, dialect: str) -> None:
+    with engine.connect() as c:
+        dbapi = c.connection.dbapi_connection
+        cursor = dbapi.cursor()  # the raw driver: no '%' placeholder parsing of the body
+        try:
+            for statement in sqlgen.expiry_procedure_sql(dialect):
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi.commit()
+
+
+def _call_procedure(engine: Engine, server_name: str, days: float) -> int:
+    literal = repr(float(days)) if isinstance(days, float) else str(int(days))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        if server_name == "postgres":
+            return int(c.exec_driver_sql(f"CALL dbm_expire_files({literal})").scalar_one())
+        c.exec_driver_sql(f"CALL dbm_expire_files({literal}, @dbm_n)")
+        return int(c.exec_driver_sql("SELECT @dbm_n").scalar_one())
+
+
+def _expected(
+    rows: list[_Seed], days: float
+) -> tuple[set[tuple[str, str]], list[tuple[object, ...]]]:
+    """The Python rule, written out: not exempt and last touch older than now - days."""
+    cutoff_age = dt.timedelta(days=days)
+    gone = [r for r in rows if not r.exempt and r.age > cutoff_age]
+    remaining = {(r.store_key, r.path) for r in rows if r not in gone}
+    events = sorted(
+        ("expire", sqlgen.EXPIRY_ACTOR, r.store_key, r.path, r.chars, None) for r in gone
+    )
+    return remaining, events
+
+
+def _dialect_folder(server_name: str) -> str:
+    return "postgresql" if server_name == "postgres" else "mysql"
+
+
+@pytest.mark.parametrize("days", [DAYS, DAYS + 0.5])
+def test_expiry_procedure_deletes_exactly_what_the_python_rule_deletes(
+    server_engine: Engine, server_name: str, days: float
+) -> None:
+    _install_procedure(server_engine, _dialect_folder(server_name))
+    rows = _seed_rows()
+    _seed(server_engine, rows, dt.datetime.now(dt.timezone.utc))
+
+    expired = _call_procedure(server_engine, server_name, days)
+
+    remaining, events = _snapshot(server_engine)
+    want_remaining, want_events = _expected(rows, days)
+    assert expired == len(want_events) > sqlgen.EXPIRY_BATCH_SIZE * 2
+    assert remaining == want_remaining
+    assert events == want_events
+    assert _audit_store_ids_match(server_engine)
+    assert _call_procedure(server_engine, server_name, days) == 0
+
+
+@pytest.mark.parametrize("days", [0, -3])
+def test_expiry_procedure_rejects_days_that_are_not_positive(
+    server_engine: Engine, server_name: str, days: int
+) -> None:
+    _install_procedure(server_engine, _dialect_folder(server_name))
+    _seed(server_engine, _seed_rows()[:4], dt.datetime.now(dt.timezone.utc))
+    with pytest.raises(sa.exc.DBAPIError, match="days must be greater than 0"):
+        _call_procedure(server_engine, server_name, days)
+    assert len(_snapshot(server_engine)[0]) == 4
+
+
+def test_expiry_procedure_and_files_expire_files_delete_and_audit_the_same(
+    server_engine: Engine, server_name: str, reset_tables: Callable[[Engine], None]
+) -> None:
+    try:
+        from dbmemory.files import expire_files
+    except ImportError as exc:
+        pytest.skip(
+            f"dbmemory.files is not importable yet ({exc}): cannot compare with the Python API"
+        )
+
+    rows = _seed_rows()
+    _seed(server_engine, rows, dt.datetime.now(dt.timezone.utc))
+    with server_engine.connect() as c:
+        python_count = expire_files(c, days=DAYS)
+        c.commit()
+    by_python = _snapshot(server_engine)
+
+    reset_tables(server_engine)
+    _install_procedure(server_engine, _dialect_folder(server_name))
+    _seed(server_engine, rows, dt.datetime.now(dt.timezone.utc))
+    sql_count = _call_procedure(server_engine, server_name, DAYS)
+    by_sql = _snapshot(server_engine)
+
+    assert sql_count == python_count
+    assert by_sql[0] == by_python[0], "the same files remain"
+    # Same events except the actor: the database job signs as 'expiry-job', so an auditor
+    # can tell it from the Python API / CLI (which sign their own actor name).
+    assert {e[1] for e in by_sql[1]} == {sqlgen.EXPIRY_ACTOR}
+    without_actor = [(e[0], *e[2:]) for e in by_sql[1]]
+    assert without_actor == [(e[0], *e[2:]) for e in by_python[1]], "the same audit events"
