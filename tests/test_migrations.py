@@ -20,7 +20,7 @@ from dbmemory.db.dialect import utcnow
 from dbmemory.db.engine import create_engine, normalize_url, redact_url
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError
 
-TABLES = {"dbm_stores", "dbm_files", "dbm_agents", "dbm_audit_events"}
+TABLES = {"dbm_stores", "dbm_files", "dbm_agents", "dbm_audit_events", "dbm_user_settings"}
 
 
 def _dbm_tables(engine: Engine) -> set[str]:

@@ -13,6 +13,8 @@ DROP FUNCTION IF EXISTS dbm_expiry_days;
 
 DROP VIEW dbm_file_list_v;
 
+DROP TABLE dbm_user_settings;
+
 DROP TABLE dbm_audit_events;
 
 DROP TABLE dbm_agents;

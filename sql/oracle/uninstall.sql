@@ -27,6 +27,8 @@ END;
 
 DROP VIEW dbm_file_list_v;
 
+DROP TABLE dbm_user_settings;
+
 DROP TABLE dbm_audit_events;
 
 DROP TABLE dbm_agents;

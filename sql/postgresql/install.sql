@@ -94,6 +94,15 @@ CREATE INDEX ix_dbm_audit_events_store ON dbm_audit_events (store_id, created_at
 
 CREATE INDEX ix_dbm_audit_events_time ON dbm_audit_events (created_at);
 
+CREATE TABLE dbm_user_settings (
+    user_key VARCHAR(200) NOT NULL,
+    memory_enabled BOOLEAN NOT NULL,
+    updated_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    CONSTRAINT pk_dbm_user_settings PRIMARY KEY (user_key)
+);
+
+COMMENT ON COLUMN dbm_user_settings.user_key IS 'the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)';
+
 CREATE VIEW dbm_file_list_v AS SELECT dbm_stores.store_id, dbm_stores.store_key, dbm_stores.scope_name, dbm_files.file_id, dbm_files.file_path, dbm_files.char_count, dbm_files.version_no, dbm_files.created_at, dbm_files.updated_at, dbm_files.last_accessed_at
 FROM dbm_stores JOIN dbm_files ON dbm_files.store_id = dbm_stores.store_id;
 

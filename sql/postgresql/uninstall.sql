@@ -21,6 +21,8 @@ DROP PROCEDURE IF EXISTS dbm_expire_files(numeric, bigint);
 
 DROP VIEW dbm_file_list_v;
 
+DROP TABLE dbm_user_settings;
+
 DROP TABLE dbm_audit_events;
 
 DROP TABLE dbm_agents;

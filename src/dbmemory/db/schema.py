@@ -20,6 +20,7 @@ __all__ = [
     "files",
     "agents",
     "audit_events",
+    "user_settings",
     "FILE_LIST_VIEW",
     "file_list_view_select",
     "VERSION_TABLE",
@@ -131,6 +132,21 @@ audit_events = sa.Table(
     sa.Index("ix_dbm_audit_events_time", "created_at"),
     **_MYSQL,
 )
+
+user_settings = sa.Table(
+    "dbm_user_settings",
+    metadata,
+    sa.Column(
+        "user_key",
+        sa.String(200),
+        primary_key=True,
+        comment="the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)",
+    ),
+    sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    **_MYSQL,
+)
+"""Per-user settings: the user-memory opt-out (:func:`dbmemory.profile.set_user_memory_enabled`)."""
 
 
 def file_list_view_select() -> sa.Select[tuple[object, ...]]:

@@ -155,6 +155,20 @@ def upgrade() -> None:
     op.create_index("ix_dbm_audit_events_store", "dbm_audit_events", ["store_id", "created_at"])
     op.create_index("ix_dbm_audit_events_time", "dbm_audit_events", ["created_at"])
 
+    op.create_table(
+        "dbm_user_settings",
+        sa.Column(
+            "user_key",
+            sa.String(200),
+            nullable=False,
+            comment="the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)",
+        ),
+        sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("user_key", name="pk_dbm_user_settings"),
+        **_MYSQL,
+    )
+
     dialect = op.get_context().dialect
     select_sql = str(view_select().compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
     op.execute(f"CREATE VIEW {VIEW_NAME} AS {select_sql}")
@@ -163,6 +177,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop the view and the four tables (children first; indexes go with their tables)."""
     op.execute(f"DROP VIEW {VIEW_NAME}")
+    op.drop_table("dbm_user_settings")
     op.drop_table("dbm_audit_events")
     op.drop_table("dbm_agents")
     op.drop_table("dbm_files")

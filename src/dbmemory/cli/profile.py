@@ -1,0 +1,343 @@
+"""``dbmemory profile``: show, edit, delete, import, export and consolidate user profiles.
+
+A profile is the file ``/memories/memory.md`` in the store ``context:<root folder>:user_id:<id>``
+(issue 3). Each command runs in a transaction of its own and commits it; writes are audited with
+the actor ``cli``. Only ``consolidate`` calls a model (through litellm, imported when it runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dbmemory.cli._common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    UrlOption,
+    engine_session,
+    print_json,
+    transaction,
+)
+from dbmemory.errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["profile_app", "register", "show", "edit", "delete", "import_", "export", "consolidate"]
+
+ACTOR = "cli"
+"""The actor recorded in audit events for writes made with the CLI."""
+
+profile_app = typer.Typer(
+    help=(
+        "Show, edit, delete, import, export and consolidate user profiles (one memory.md per "
+        "user, store context:<root folder>:user_id:<id>). Each command runs in a transaction "
+        "of its own and commits it. " + EXIT_CODES_HELP
+    ),
+    epilog="Example: dbmemory profile show u-123 && dbmemory profile export ./profiles",
+    no_args_is_help=True,
+)
+
+UserIdArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The user's id as the host knows it, e.g. u-123 or ann@example.com.",
+        metavar="USER_ID",
+        show_default=False,
+    ),
+]
+RootFolderOption = Annotated[
+    str,
+    typer.Option(
+        "--root-folder",
+        help="Profile namespace (UserMemoryConfig.root_folder).",
+        metavar="NAME",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``profile`` command group to ``app``."""
+    app.add_typer(profile_app, name="profile", short_help="Show, edit and consolidate user profiles.")
+
+
+def _read_text(text: str | None, from_file: Path | None) -> str | None:
+    """The new text from ``--text``, ``--from-file`` or piped stdin; None when none given."""
+    if text is not None and from_file is not None:
+        raise InvalidArgumentError("give --text or --from-file, not both")
+    if text is not None:
+        return text
+    if from_file is not None:
+        raw = from_file.read_bytes()
+    else:
+        stdin = typer.get_binary_stream("stdin")
+        if stdin.isatty():
+            return None
+        raw = stdin.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(
+            f"the new profile is not UTF-8 text (bad byte at offset {exc.start}): convert it"
+        ) from None
+
+
+@profile_app.command("show")
+def show(
+    user_id: UserIdArgument,
+    root_folder: RootFolderOption = "user-memory",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Count tokens with this model's tokenizer (JSON output).", metavar="M"),
+    ] = None,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a user's profile exactly as stored.
+
+    Exits 1 when the user has no profile yet. With --json: store key, version, sizes and text.
+
+    Example:
+
+        dbmemory profile show u-123
+        dbmemory profile show ann@example.com --json --model gpt-4o-mini
+    """
+    from dbmemory.profile.store import profile_store_key, read_profile
+    from dbmemory.profile.tokens import count_tokens
+
+    with transaction(url, "reading a profile") as conn:
+        record = read_profile(conn, user_id, root_folder=root_folder)
+    if record is None:
+        raise NotFoundError(f"user {user_id!r} has no profile yet: it is created by the first update")
+    if as_json:
+        print_json(
+            {
+                "user_id": user_id,
+                "store_key": profile_store_key(user_id, root_folder),
+                "version": record.version,
+                "chars": record.chars,
+                "tokens": count_tokens(record.text, model),
+                "updated_at": record.updated_at,
+                "text": record.text,
+            }
+        )
+    else:
+        typer.echo(record.text, nl=False)
+
+
+@profile_app.command("edit")
+def edit(
+    user_id: UserIdArgument,
+    text: Annotated[
+        str | None,
+        typer.Option("--text", help="The new profile (body, or a whole file).", metavar="TEXT", show_default=False),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file", help="Read the new profile from this UTF-8 file.", metavar="FILE",
+            exists=True, dir_okay=False, readable=True, show_default=False,
+        ),
+    ] = None,
+    root_folder: RootFolderOption = "user-memory",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace a user's profile (from --text, --from-file, stdin, or $EDITOR on a terminal).
+
+    The text is read leniently and written in canonical form: the six sections in order, the
+    frontmatter written by dbmemory (user id and turn count kept). The write is a
+    compare-and-set on the version read first, so a concurrent update is never overwritten.
+
+    Example:
+
+        dbmemory profile edit u-123
+        dbmemory profile edit u-123 --from-file memory.md
+    """
+    from dbmemory.profile.format import new_profile, parse_profile, render_profile
+    from dbmemory.profile.store import read_profile, write_profile
+
+    with transaction(url, "reading a profile") as conn:
+        record = read_profile(conn, user_id, root_folder=root_folder)
+    current = record.text if record is not None else render_profile(new_profile(user_id))
+    new_text = _read_text(text, from_file)
+    if new_text is None:
+        new_text = typer.edit(current, extension=".md")
+        if new_text is None:
+            typer.echo("No change: the editor was closed without saving")
+            return
+    old = parse_profile(current, default_user_id=user_id)
+    edited = parse_profile(new_text, default_user_id=user_id)
+    edited.user_id, edited.schema_version = old.user_id, old.schema_version
+    edited.last_updated, edited.turn_count, edited.extra = old.last_updated, old.turn_count, old.extra
+    canonical = render_profile(edited)
+    with transaction(url, "writing a profile") as conn:
+        written = write_profile(
+            conn, user_id, canonical,
+            expected_version=record.version if record is not None else 0,
+            root_folder=root_folder, actor=ACTOR,
+        )
+    if as_json:
+        print_json({"user_id": user_id, "version": written.version, "chars": written.chars})
+    else:
+        typer.echo(f"Profile of {user_id} saved (version {written.version}, {written.chars} characters)")
+
+
+@profile_app.command("delete")
+def delete(
+    user_id: UserIdArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    root_folder: RootFolderOption = "user-memory",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a user's profile permanently (the audit event remains).
+
+    Exits 1 when the user has no profile. To also stop future updates, the host calls
+    ``set_user_memory_enabled(conn, user_id, False)``.
+
+    Example:
+
+        dbmemory profile delete u-123 --yes
+    """
+    from dbmemory.profile.store import delete_profile
+
+    if not yes and not typer.confirm(f"Delete the profile of {user_id} permanently?", default=False):
+        typer.echo("Kept the profile")
+        return
+    with transaction(url, "deleting a profile") as conn:
+        deleted = delete_profile(conn, user_id, root_folder=root_folder, actor=ACTOR)
+    if not deleted:
+        raise NotFoundError(f"user {user_id!r} has no profile: nothing to delete")
+    if as_json:
+        print_json({"user_id": user_id, "deleted": True})
+    else:
+        typer.echo(f"Deleted the profile of {user_id}")
+
+
+@profile_app.command("import")
+def import_(
+    directory: Annotated[
+        Path,
+        typer.Argument(help="Folder with home-<user>/<root folder>/memory.md or <root folder>/<user>/memory.md.",
+                       exists=True, file_okay=False, metavar="DIR", show_default=False),
+    ],
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite/--keep-existing", help="Replace profiles that exist.")
+    ] = True,
+    root_folder: RootFolderOption = "user-memory",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import profiles from a folder tree (canonical layout wins over legacy for one user).
+
+    Layouts: home-<user_id>/<root folder>/memory.md (canonical) and <root folder>/<user_id>/memory.md
+    (legacy). Files whose frontmatter names another user are skipped.
+
+    Example:
+
+        dbmemory profile import ./exported-profiles
+    """
+    from dbmemory.profile.transfer import import_profiles
+
+    with transaction(url, "importing profiles") as conn:
+        report = import_profiles(conn, directory, root_folder=root_folder, overwrite=overwrite, actor=ACTOR)
+    _report(report, "Imported", as_json)
+
+
+@profile_app.command("export")
+def export(
+    directory: Annotated[Path, typer.Argument(help="Target folder (created if missing).", file_okay=False, metavar="DIR", show_default=False)],
+    user: Annotated[
+        list[str] | None,
+        typer.Option("--user", help="Only this user (repeat for more).", metavar="USER_ID", show_default=False),
+    ] = None,
+    root_folder: RootFolderOption = "user-memory",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export profiles to home-<user_id>/<root folder>/memory.md files (text as stored).
+
+    Example:
+
+        dbmemory profile export ./profiles
+        dbmemory profile export ./profiles --user u-123 --user u-456
+    """
+    from dbmemory.profile.transfer import export_profiles
+
+    with transaction(url, "exporting profiles") as conn:
+        report = export_profiles(conn, directory, root_folder=root_folder, user_ids=user or None)
+    _report(report, "Exported", as_json)
+
+
+def _report(report: Any, verb: str, as_json: bool) -> None:
+    if as_json:
+        print_json({"done": report.done, "skipped": [{"item": i, "reason": r} for i, r in report.skipped]})
+        return
+    typer.echo(f"{verb} {len(report.done)} profile(s)")
+    for item, reason in report.skipped:
+        typer.echo(f"skipped {item}: {reason}")
+
+
+@profile_app.command("consolidate")
+def consolidate(
+    user_id: UserIdArgument,
+    user_text: Annotated[str, typer.Option("--user-text", help="The user's message of the turn.", show_default=False)],
+    assistant_text: Annotated[
+        str, typer.Option("--assistant-text", help="The assistant's answer of the turn.", show_default=False)
+    ],
+    model: Annotated[
+        str,
+        typer.Option("--model", envvar="DBMEMORY_MODEL", help="litellm model name, e.g. gpt-4o-mini.", metavar="M"),
+    ],
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=500, max=8000, help="Profile budget in tokens.")
+    ] = 2000,
+    gate: Annotated[bool, typer.Option("--gate/--no-gate", help="Ask UPDATE or NOOP first.")] = True,
+    root_folder: RootFolderOption = "user-memory",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run one post-turn consolidation by hand (gate, rewrite, scrub, checks, fit, write).
+
+    Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY). Prints
+    the outcome (updated, noop, unchanged, rejected, scrub_veto, conflict, disabled, error)
+    and each model call; exits 1 on error or conflict.
+
+    Example:
+
+        dbmemory profile consolidate u-123 --user-text 'I moved to the BI team' --assistant-text 'Congrats!' --model gpt-4o-mini
+    """
+    from dbmemory.profile.config import UserMemoryConfig
+    from dbmemory.profile.consolidate import UserMemoryPostprocessor
+    from dbmemory.profile.load import load_user_memory
+
+    config = UserMemoryConfig(max_tokens=max_tokens, root_folder=root_folder, gate_enabled=gate)
+    with engine_session(url, "consolidating a profile") as engine:
+        with engine.begin() as conn:
+            state = load_user_memory(conn, user_id, config=config, model=model)
+        result = UserMemoryPostprocessor(engine, config, model, user_id, state, actor=ACTOR).run(
+            user_text, assistant_text
+        )
+    if as_json:
+        print_json(
+            {
+                "outcome": result.outcome,
+                "reason": result.reason,
+                "version": result.version,
+                "condensed": result.condensed,
+                "truncated": result.truncated,
+                "redactions": result.redactions,
+                "calls": result.calls,
+            }
+        )
+    else:
+        detail = f" ({result.reason})" if result.reason else ""
+        typer.echo(f"{result.outcome}{detail}; version {result.version}")
+        for call in result.calls:
+            status = f"error {call.error}" if call.error else (call.finish_reason or "ok")
+            typer.echo(
+                f"  {call.purpose}: {call.prompt_tokens}+{call.completion_tokens} tokens, "
+                f"{call.seconds:.2f}s, {status}"
+            )
+    if result.outcome in ("error", "conflict"):
+        raise typer.Exit(1)

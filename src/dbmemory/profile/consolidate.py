@@ -1,0 +1,507 @@
+"""Post-turn consolidation of a user's profile (issue 3, "Consolidate"; cases C11-C13).
+
+:class:`UserMemoryPostprocessor` runs after the assistant answered; it never changes the answer.
+Steps of :meth:`UserMemoryPostprocessor.run`:
+
+1. **Gate** (``config.gate_enabled``): a cheap call answering UPDATE or NOOP; NOOP ends the run,
+   anything else (including an error) goes on (fails open).
+2. **Rewrite**: the current body, the defused exchange and the UTC time; the answer is NOOP
+   (any disguise) or the complete body (taken out of a fence or after prose). An empty answer, a
+   cut-off answer (finish reason ``length``), a model error, or a body without all six sections
+   keeps the old profile (counted as rejected).
+3. **Scrub** (always): CLEAN keeps the rewrite, a complete body replaces it, anything else
+   (including an error) vetoes the write (fails closed).
+4. **Deterministic checks** (:mod:`~dbmemory.profile.detectors`): hits are redacted and counted.
+5. **Fit** (:mod:`~dbmemory.profile.budget`): condensation call, then hard truncation.
+6. **Write**: compare-and-set on the version loaded (``files.put_file(expected_version=...)``);
+   on a conflict the pipeline runs once more on the newer profile, then gives up (``conflict``).
+   A body equal to the current one is not written (``unchanged``). The write and its audit
+   event are one transaction, opened on the engine or connection factory given.
+
+The frontmatter is always the package's: ``user_id`` and ``schema_version`` preserved exactly,
+``last_updated`` the UTC time of the rewrite, ``turn_count`` + 1 on each written rewrite only.
+No database transaction is held while a model is called.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from dbmemory.errors import ConflictError, DbMemoryError
+from dbmemory.profile import prompts
+from dbmemory.profile.answers import extract_body, first_word, is_word_answer
+from dbmemory.profile.budget import fit_profile
+from dbmemory.profile.config import UserMemoryConfig
+from dbmemory.profile.detectors import (
+    OwnContacts,
+    find_emails,
+    find_phones,
+    own_contacts_from_text,
+    scan,
+)
+from dbmemory.profile.events import REVIEW, UPDATING, StepLogger, log_entry, run_step
+from dbmemory.profile.format import UserProfile, new_profile, parse_profile, render_body
+from dbmemory.profile.load import UserMemoryState
+from dbmemory.profile.optout import is_user_memory_enabled
+from dbmemory.profile.store import read_profile, write_profile
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+    from dbmemory.llm import Completion, CompleteFn
+    from dbmemory.profile.metrics import ProfileMetrics
+
+__all__ = ["ModelCall", "ConsolidationResult", "UserMemoryPostprocessor", "ConnFactory"]
+
+log = logging.getLogger(__name__)
+
+ConnFactory = Callable[[], AbstractContextManager["Connection"]]
+"""A no-argument callable returning a context manager that yields a connection inside a
+transaction and commits it on success, e.g. ``engine.begin``."""
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call of a consolidation.
+
+    Attributes:
+        purpose: ``"gate"``, ``"rewrite"``, ``"scrub"`` or ``"condense"``.
+        model: the model name.
+        prompt_tokens: provider-reported prompt tokens (0 when unknown or failed).
+        completion_tokens: provider-reported completion tokens.
+        seconds: wall time of the call.
+        finish_reason: the provider's finish reason, or None.
+        error: the exception class name when the call raised, else None.
+    """
+
+    purpose: str
+    model: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class ConsolidationResult:
+    """What one :meth:`UserMemoryPostprocessor.run` did.
+
+    Attributes:
+        outcome: ``"noop"`` (gate or model said NOOP), ``"unchanged"`` (same body, not
+            written), ``"updated"`` (written), ``"rejected"`` (unusable model answer, old profile
+            kept), ``"scrub_veto"``, ``"conflict"`` (the profile changed twice meanwhile),
+            ``"disabled"`` (the user opted out) or ``"error"`` (database or unexpected failure).
+        reason: detail: ``"gate"``, ``"model"``, ``"empty"``, ``"truncated"``, ``"model_error"``,
+            ``"missing_sections"``, ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``,
+            an error message, or None.
+        text: the profile text now stored (the new text when updated), or None when none exists.
+        version: its file version, or None.
+        calls: every model call, in order.
+        redactions: detector hits per kind (see :data:`~dbmemory.profile.detectors.KINDS`).
+        condensed: the condensation result was used.
+        truncated: hard truncation was applied.
+        token_count: tokens of the written text (when updated).
+        attempts: 2 when the pipeline re-ran after a compare-and-set conflict.
+    """
+
+    outcome: str = "error"
+    reason: str | None = None
+    text: str | None = None
+    version: int | None = None
+    calls: list[ModelCall] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)
+    condensed: bool = False
+    truncated: bool = False
+    token_count: int | None = None
+    attempts: int = 1
+
+    @property
+    def written(self) -> bool:
+        """Whether a new profile text was stored."""
+        return self.outcome == "updated"
+
+    def usage(self, purpose: str | None = None) -> tuple[int, int]:
+        """``(prompt_tokens, completion_tokens)`` summed over the calls (of one purpose)."""
+        chosen = [c for c in self.calls if purpose is None or c.purpose == purpose]
+        return sum(c.prompt_tokens for c in chosen), sum(c.completion_tokens for c in chosen)
+
+
+class _Stop(Exception):
+    """Ends the pipeline with an outcome (internal)."""
+
+    def __init__(self, outcome: str, reason: str | None = None) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+        self.reason = reason
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+class UserMemoryPostprocessor:
+    """Consolidate one user's profile after a turn.
+
+    Args:
+        conn_factory_or_engine: an :class:`~sqlalchemy.engine.Engine` (each database step runs
+            in ``engine.begin()``), or a :data:`ConnFactory` such as ``engine.begin``. The
+            consolidation commits its own short transactions; no transaction is open during a
+            model call.
+        config: profile settings.
+        model: the effective model (:meth:`UserMemoryConfig.effective_model`): every call and
+            the tokenizer use it.
+        user_id: whose profile.
+        state: what :func:`~dbmemory.profile.load.load_user_memory` returned before the turn
+            (None on the first turn); its version is the compare-and-set token.
+        complete: the model call (default :func:`dbmemory.llm.complete`, litellm); tests pass a
+            deterministic fake.
+        metrics: where to count (default :func:`~dbmemory.profile.metrics.default_metrics`).
+        step_logger: shows "Updating your memory" and "Review your context memory".
+        now: returns the current time (default UTC now); used for ``last_updated`` and the
+            rewrite prompt.
+        own_contacts: the user's own e-mail addresses and phone numbers from the host's
+            directory (never redacted).
+        timeout: seconds per model call (passed to ``complete``).
+        actor: recorded in the audit event of the write.
+    """
+
+    def __init__(
+        self,
+        conn_factory_or_engine: Engine | ConnFactory,
+        config: UserMemoryConfig,
+        model: str | None,
+        user_id: str,
+        state: UserMemoryState | None,
+        *,
+        complete: CompleteFn | None = None,
+        metrics: ProfileMetrics | None = None,
+        step_logger: StepLogger | None = None,
+        now: Callable[[], dt.datetime] | None = None,
+        own_contacts: OwnContacts | None = None,
+        timeout: float | None = 60.0,
+        actor: str = "profile",
+    ) -> None:
+        from dbmemory.profile.metrics import default_metrics
+
+        self._begin = _factory(conn_factory_or_engine)
+        self.config = config
+        self.model = model
+        self.user_id = user_id
+        self.state = state
+        self._complete = complete
+        self.metrics = metrics or default_metrics()
+        self.step_logger = step_logger
+        self._now = now or (lambda: dt.datetime.now(dt.timezone.utc))
+        self.own_contacts = own_contacts or OwnContacts()
+        self.timeout = timeout
+        self.actor = actor
+
+    # -- public ------------------------------------------------------------------------------
+
+    def run(self, user_message: str, assistant_message: str) -> ConsolidationResult:
+        """Consolidate the profile with one exchange (see the module doc for the steps).
+
+        Args:
+            user_message: the user's message of the turn.
+            assistant_message: the assistant's answer (read only; never changed).
+
+        Returns:
+            A :class:`ConsolidationResult`. Never raises for model or database failures: they
+            become ``outcome="rejected"``/``"scrub_veto"``/``"error"`` and the old profile stays.
+        """
+        started = time.perf_counter()
+        result = ConsolidationResult()
+        try:
+            self._run(result, user_message or "", assistant_message or "")
+        except _Stop as stop:
+            result.outcome, result.reason = stop.outcome, stop.reason
+        except DbMemoryError as exc:
+            log.warning("profile consolidation failed: %s", exc.message)
+            result.outcome, result.reason = "error", exc.message
+        except Exception as exc:  # noqa: BLE001 - the turn must never fail because of memory
+            log.exception("profile consolidation failed unexpectedly")
+            result.outcome, result.reason = "error", f"unexpected {type(exc).__name__}"
+        finally:
+            self.metrics.postprocess(result.outcome, time.perf_counter() - started)
+            if result.outcome in ("rejected", "scrub_veto") and result.reason:
+                self.metrics.rejected(result.reason)
+        return result
+
+    # -- pipeline ----------------------------------------------------------------------------
+
+    def _run(self, result: ConsolidationResult, user_message: str, assistant_message: str) -> None:
+        with self._begin() as conn:
+            if not is_user_memory_enabled(conn, self.user_id):
+                raise _Stop("disabled", "user opted out")
+        state = self.state
+        self._set_current(result, state)
+        for attempt in (1, 2):
+            result.attempts = attempt
+            base = (
+                parse_profile(state.text, default_user_id=self.user_id)
+                if state is not None
+                else new_profile(self.user_id)
+            )
+            if attempt == 1 and self.config.gate_enabled:
+                if self._gate(result, base.body, user_message, assistant_message) == "noop":
+                    raise _Stop("noop", "gate")
+            stop: _Stop | None = None
+            conflict = False
+            record: Any = None
+            with run_step(self.step_logger, UPDATING) as step:
+                try:
+                    text = self._draft(result, base, user_message, assistant_message)
+                    if text is None:
+                        stop = _Stop("unchanged")
+                    else:
+                        record = self._write(text, state)
+                except _Stop as raised:
+                    stop = raised
+                except ConflictError:
+                    conflict = True
+                if stop is not None:
+                    if stop.outcome in ("rejected", "scrub_veto", "disabled"):
+                        step.fail("kept the previous memory")
+                    else:
+                        step.detail = "nothing new to remember"
+                elif conflict:
+                    if attempt == 2:
+                        step.fail("the memory changed meanwhile")
+                    else:
+                        step.detail = "the memory changed meanwhile; retrying"
+                else:
+                    step.detail = "memory updated"
+            if stop is not None:
+                raise stop
+            if conflict:
+                if attempt == 2:
+                    raise _Stop("conflict", "the profile changed during consolidation")
+                state = self._reload()
+                self._set_current(result, state)
+                continue
+            result.outcome = "updated"
+            result.reason = None if attempt == 1 else "after a conflict"
+            result.text, result.version = record.text, record.version
+            result.token_count = self._tokens(record.text)
+            self.metrics.size(result.token_count, len(record.text))
+            log_entry(self.step_logger, REVIEW, "your memory was updated")
+            return
+
+    def _draft(
+        self,
+        result: ConsolidationResult,
+        base: UserProfile,
+        user_message: str,
+        assistant_message: str,
+    ) -> str | None:
+        """Rewrite, scrub, check and fit; the new file text, or None when the body is unchanged."""
+        base_body = base.body
+        now = _utc(self._now())
+        answer = self._call(
+            result,
+            "rewrite",
+            prompts.rewrite_messages(
+                base_body, user_message, assistant_message,
+                now_utc=now.strftime("%Y-%m-%d %H:%M UTC"),
+            ),
+        )
+        if answer is None:
+            raise _Stop("rejected", "model_error")
+        if is_word_answer(answer.text, "NOOP"):
+            raise _Stop("noop", "model")
+        if answer.finish_reason == "length":
+            raise _Stop("rejected", "truncated")
+        extracted = extract_body(answer.text)
+        if extracted.parsed is None:
+            raise _Stop("rejected", extracted.reason)
+        body = render_body(extracted.parsed.sections)
+
+        body = self._scrub(result, body)
+        own = self._own_contacts(base, user_message)
+        checked = scan(body, own=own)
+        if checked.counts:
+            self._count_redactions(result, checked.counts)
+        sections = extract_body(checked.text).parsed
+        if sections is None:  # cannot happen: redaction keeps headings
+            raise _Stop("rejected", "not_a_profile")
+        if render_body(sections.sections) == base_body:
+            return None
+
+        candidate = replace(
+            base.with_sections(sections.sections),
+            last_updated=now.isoformat(timespec="seconds"),
+            turn_count=base.turn_count + 1,
+            has_frontmatter=True,
+        )
+        if not candidate.user_id:
+            candidate = replace(candidate, user_id=self.user_id)
+
+        def condense(text: str, target_tokens: int, max_tokens: int) -> str | None:
+            reply = self._call(
+                result,
+                "condense",
+                prompts.condense_messages(text, target_tokens=target_tokens, max_tokens=max_tokens),
+            )
+            if reply is None or reply.finish_reason == "length":
+                return None
+            condensed = extract_body(reply.text)
+            if condensed.parsed is None:
+                return None
+            rechecked = scan(render_body(condensed.parsed.sections), own=own)
+            if rechecked.counts:
+                self._count_redactions(result, rechecked.counts)
+            return rechecked.text
+
+        fitted = fit_profile(
+            candidate, max_tokens=self.config.max_tokens, model=self.model, condense=condense
+        )
+        result.condensed, result.truncated = fitted.condensed, fitted.truncated
+        self.metrics.fit(condensed=fitted.condensed, truncated=fitted.truncated)
+        return fitted.text
+
+    def _gate(
+        self, result: ConsolidationResult, body: str, user_message: str, assistant_message: str
+    ) -> str:
+        """``"noop"`` or ``"update"``; errors and odd answers fail open (``"update"``)."""
+        answer = self._call(result, "gate", prompts.gate_messages(body, user_message, assistant_message))
+        if answer is None:
+            return "update"
+        return "noop" if first_word(answer.text) == "noop" else "update"
+
+    def _scrub(self, result: ConsolidationResult, body: str) -> str:
+        """The body after the scrub; raises ``_Stop("scrub_veto")`` unless CLEAN or a full body."""
+        answer = self._call(result, "scrub", prompts.scrub_messages(body))
+        if answer is None:
+            raise _Stop("scrub_veto", "scrub_error")
+        if answer.finish_reason == "length":
+            raise _Stop("scrub_veto", "scrub_invalid")
+        if is_word_answer(answer.text, "CLEAN"):
+            return body
+        cleaned = extract_body(answer.text)
+        if cleaned.parsed is None:
+            raise _Stop("scrub_veto", "scrub_invalid")
+        return render_body(cleaned.parsed.sections)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _call(
+        self, result: ConsolidationResult, purpose: str, messages: list[dict[str, str]]
+    ) -> Completion | None:
+        """One model call, recorded in ``result`` and the metrics; None when it raised."""
+        complete = self._complete
+        if complete is None:
+            from dbmemory.llm import complete as litellm_complete
+
+            complete = self._complete = litellm_complete
+        started = time.perf_counter()
+        error: str | None = None
+        reply: Completion | None = None
+        try:
+            if not self.model:
+                raise DbMemoryError("no model configured for the user profile")
+            reply = complete(self.model, messages, timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001 - every model failure is handled by the caller
+            error = type(exc).__name__
+            log.warning("profile %s call to %s failed: %s", purpose, self.model, error)
+        seconds = time.perf_counter() - started
+        usage = reply.usage if reply is not None else None
+        call = ModelCall(
+            purpose=purpose,
+            model=self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            seconds=seconds,
+            finish_reason=reply.finish_reason if reply is not None else None,
+            error=error,
+        )
+        result.calls.append(call)
+        self.metrics.model_call(
+            purpose,
+            self.model,
+            seconds,
+            error=error is not None,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+        )
+        return reply
+
+    def _own_contacts(self, base: UserProfile, user_message: str) -> OwnContacts:
+        """The user's own contacts: host-given, the user id, declared now, or in Identity."""
+        identity = base.sections.get("Identity", "")
+        emails = find_emails(self.user_id) + find_emails(identity)
+        phones = find_phones(identity)
+        return (
+            self.own_contacts.merged(OwnContacts.of(emails, phones))
+            .merged(own_contacts_from_text(user_message))
+        )
+
+    def _count_redactions(self, result: ConsolidationResult, counts: dict[str, int]) -> None:
+        for kind, count in counts.items():
+            result.redactions[kind] = result.redactions.get(kind, 0) + count
+        self.metrics.detector(counts)
+
+    def _write(self, text: str, state: UserMemoryState | None) -> Any:
+        """Compare-and-set write in a transaction of its own."""
+        with self._begin() as conn:
+            if not is_user_memory_enabled(conn, self.user_id):
+                raise _Stop("disabled", "user opted out")
+            return write_profile(
+                conn,
+                self.user_id,
+                text,
+                expected_version=state.version if state is not None else 0,
+                root_folder=self.config.root_folder,
+                actor=self.actor,
+            )
+
+    def _reload(self) -> UserMemoryState | None:
+        """The profile as stored now (after a conflict)."""
+        with self._begin() as conn:
+            if not is_user_memory_enabled(conn, self.user_id):
+                raise _Stop("disabled", "user opted out")
+            record = read_profile(conn, self.user_id, root_folder=self.config.root_folder)
+        if record is None:
+            return None
+        return UserMemoryState(
+            user_id=self.user_id,
+            text=record.text,
+            body=render_body(parse_profile(record.text).sections),
+            store_id=record.store_id,
+            version=record.version,
+            token_count=self._tokens(record.text),
+        )
+
+    def _set_current(self, result: ConsolidationResult, state: UserMemoryState | None) -> None:
+        result.text = state.text if state is not None else None
+        result.version = state.version if state is not None else None
+
+    def _tokens(self, text: str) -> int:
+        from dbmemory.profile.tokens import count_tokens
+
+        return count_tokens(text, self.model)
+
+
+def _factory(target: Any) -> ConnFactory:
+    """Normalise an Engine or a connection factory to a factory."""
+    begin = getattr(target, "begin", None)
+    if begin is not None and hasattr(target, "connect") and hasattr(target, "dispose"):
+        return begin  # an Engine
+
+    if callable(target):
+
+        @contextmanager
+        def opened() -> Iterator[Connection]:
+            with target() as conn:
+                yield conn
+
+        return opened
+    raise TypeError("conn_factory_or_engine must be an Engine or a callable such as engine.begin")

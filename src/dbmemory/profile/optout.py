@@ -1,0 +1,139 @@
+"""A user's opt-out of memory (issue 3, "Enablement and settings").
+
+``set_user_memory_enabled(conn, user_id, False)`` stops load and update for that user in every
+space and deletes the profile permanently; the audit event of the delete remains. The flag is a
+row of ``dbm_user_settings`` keyed by the encoded user id (:func:`~dbmemory.profile.store.encode_user_id`):
+
+| column         | type                   | meaning                               |
+|----------------|------------------------|---------------------------------------|
+| user_key       | VARCHAR(200) PK        | encoded user id                       |
+| memory_enabled | BOOLEAN NOT NULL       | False after an opt-out                |
+| updated_at     | TIMESTAMP (UTC)        | last change                           |
+
+The table belongs to the schema (``dbmemory.db.schema.user_settings``, created by the
+migrations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from dbmemory.db import schema
+from dbmemory.db.dialect import translate_db_error, utcnow
+from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, delete_profile, encode_user_id
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+__all__ = [
+    "user_settings",
+    "USER_SETTINGS_TABLE",
+    "is_user_memory_enabled",
+    "set_user_memory_enabled",
+]
+
+USER_SETTINGS_TABLE = "dbm_user_settings"
+
+user_settings: sa.Table = schema.user_settings
+"""The ``dbm_user_settings`` table."""
+
+SCHEMA_HAS_TABLE = hasattr(schema, "user_settings")
+"""Whether the schema module defines the table (False: the private fallback is used)."""
+
+
+def _select(user_key: str) -> sa.Select[tuple[bool]]:
+    return sa.select(user_settings.c.memory_enabled).where(user_settings.c.user_key == user_key)
+
+
+def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
+    """Whether ``user_id`` has memory on (True unless they opted out).
+
+    A database without the settings table counts as "nobody opted out"; the check runs in a
+    savepoint so a missing table never spoils the caller's transaction.
+
+    Raises:
+        InvalidScopeError: invalid user id.
+    """
+    user_key = encode_user_id(user_id)
+    try:
+        with conn.begin_nested():
+            value = conn.execute(_select(user_key)).scalar_one_or_none()
+    except (sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
+        if _table_exists(conn):
+            raise translate_db_error(exc, "reading the memory setting") from exc
+        return True
+    return value is None or bool(value)
+
+
+def _table_exists(conn: Connection) -> bool:
+    try:
+        return bool(sa.inspect(conn).has_table(USER_SETTINGS_TABLE))
+    except sa.exc.SQLAlchemyError:
+        return False
+
+
+def set_user_memory_enabled(
+    conn: Connection,
+    user_id: str,
+    enabled: bool,
+    *,
+    root_folders: Iterable[str] = (DEFAULT_ROOT_FOLDER,),
+    actor: str = "user",
+) -> bool:
+    """Turn memory on or off for ``user_id``; turning it off deletes the profile permanently.
+
+    Runs in the caller's transaction; commits nothing. The delete writes its audit event.
+
+    Args:
+        conn: a SQLAlchemy connection.
+        user_id: whose setting.
+        enabled: False to opt out (profile deleted, load and update stop everywhere); True to
+            opt back in (a new profile starts empty).
+        root_folders: profile namespaces whose profile is deleted on opt-out.
+        actor: recorded in the audit event of the delete.
+
+    Returns:
+        Whether a profile was deleted.
+
+    Raises:
+        InvalidScopeError: invalid user id.
+        StorageError: the database failed (for instance the settings table is missing: run
+            ``dbmemory db upgrade``).
+    """
+    user_key = encode_user_id(user_id)
+    now = utcnow()
+    try:
+        with conn.begin_nested():
+            row = conn.execute(
+                sa.select(user_settings.c.user_key)
+                .where(user_settings.c.user_key == user_key)
+                .with_for_update()
+            ).first()
+            inserted = False
+            if row is None:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            sa.insert(user_settings).values(
+                                user_key=user_key, memory_enabled=bool(enabled), updated_at=now
+                            )
+                        )
+                    inserted = True
+                except sa.exc.IntegrityError:
+                    pass  # inserted concurrently: update it below
+            if not inserted:
+                conn.execute(
+                    sa.update(user_settings)
+                    .where(user_settings.c.user_key == user_key)
+                    .values(memory_enabled=bool(enabled), updated_at=now)
+                )
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "saving the memory setting") from exc
+    deleted = False
+    if not enabled:
+        for root_folder in root_folders:
+            deleted = delete_profile(conn, user_id, root_folder=root_folder, actor=actor) or deleted
+    return deleted

@@ -1,0 +1,129 @@
+"""``dbmemory profile ...``: every command on a temporary SQLite file, with help and examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from dbmemory.cli._common import DbMemoryGroup
+from dbmemory.cli.profile import register
+from dbmemory.profile.format import parse_profile
+
+from _profile_fakes import FakeModel, body_with
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(cls=DbMemoryGroup, no_args_is_help=True)
+
+    @app.callback()
+    def _root() -> None:
+        return None
+
+    register(app)
+    return app
+
+
+APP = _app()
+FULL = body_with({"Identity": ["Name: Dana"], "Skills & Expertise": ["SQL"]})
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    from dbmemory.db import migrate
+    from dbmemory.db.engine import create_engine
+    from dbmemory.profile import optout
+
+    monkeypatch.delenv("DBMEMORY_URL", raising=False)
+    address = f"sqlite:///{(tmp_path / 'cli.db').as_posix()}"
+    engine = create_engine(address)
+    migrate.upgrade(engine)
+    optout.user_settings.create(engine, checkfirst=True)
+    engine.dispose()
+    return address
+
+
+def run(url: str, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(APP, list(args), input=input, env={"DBMEMORY_URL": url}, prog_name="dbmemory")
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}"
+    return result
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("profile",), *[("profile", c) for c in ("show", "edit", "delete", "import", "export", "consolidate")]],
+    ids=" ".join,
+)
+def test_every_profile_command_has_help_with_an_example(path: tuple[str, ...]) -> None:
+    result = ok(CliRunner().invoke(APP, [*path, "--help"], prog_name="dbmemory"))
+    assert "Example" in result.stdout and "dbmemory profile" in result.stdout
+
+
+def test_edit_show_and_delete_round_trip(url: str) -> None:
+    ok(run(url, "profile", "edit", "ann@example.com", "--text", FULL))
+    shown = ok(run(url, "profile", "show", "ann@example.com")).stdout
+    profile = parse_profile(shown)
+    assert profile.user_id == "ann@example.com" and profile.sections["Identity"] == "- Name: Dana"
+    data = json.loads(ok(run(url, "profile", "show", "ann@example.com", "--json")).stdout)
+    assert data["store_key"] == "context:user-memory:user_id:ann_40example.com"
+    assert data["version"] == 1 and data["tokens"] > 0
+    ok(run(url, "profile", "edit", "ann@example.com", input=FULL.replace("SQL", "SQL, PL/SQL")))
+    assert "PL/SQL" in ok(run(url, "profile", "show", "ann@example.com")).stdout
+    ok(run(url, "profile", "delete", "ann@example.com", "--yes"))
+    missing = run(url, "profile", "show", "ann@example.com")
+    assert missing.exit_code == 1 and missing.stderr.startswith("Error: ")
+    assert run(url, "profile", "delete", "ann@example.com", "--yes").exit_code == 1
+
+
+def test_import_prefers_the_canonical_layout_and_export_writes_it(url: str, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    canonical = tree / "home-u-1" / "user-memory" / "memory.md"
+    legacy = tree / "user-memory" / "u-1" / "memory.md"
+    legacy_only = tree / "user-memory" / "u-2" / "memory.md"
+    wrong = tree / "home-u-3" / "user-memory" / "memory.md"
+    for path, text in [
+        (canonical, body_with({"Identity": ["canonical"]})),
+        (legacy, body_with({"Identity": ["legacy"]})),
+        (legacy_only, '---\nuser_id: "u-2"\nturn_count: 4\n---\n' + body_with({"Identity": ["two"]})),
+        (wrong, '---\nuser_id: "someone-else"\n---\n' + FULL),
+    ]:
+        path.parent.mkdir(parents=True)
+        path.write_text(text, encoding="utf-8")
+    report = json.loads(ok(run(url, "profile", "import", str(tree), "--json")).stdout)
+    assert report["done"] == ["u-1", "u-2"]
+    assert [s["item"] for s in report["skipped"]] == [str(wrong)]
+    assert "canonical" in ok(run(url, "profile", "show", "u-1")).stdout
+    assert parse_profile(ok(run(url, "profile", "show", "u-2")).stdout).turn_count == 4
+    out = tmp_path / "out"
+    ok(run(url, "profile", "export", str(out)))
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("memory.md")) == [
+        "home-u-1/user-memory/memory.md",
+        "home-u-2/user-memory/memory.md",
+    ]
+    assert (out / "home-u-2/user-memory/memory.md").read_text(encoding="utf-8") == ok(
+        run(url, "profile", "show", "u-2")
+    ).stdout
+
+
+def test_consolidate_runs_one_post_turn_step(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeModel(rewrite=FULL)
+    import dbmemory.llm
+
+    monkeypatch.setattr(dbmemory.llm, "complete", fake)
+    result = ok(
+        run(
+            url, "profile", "consolidate", "u-9", "--user-text", "I am Dana",
+            "--assistant-text", "Hi Dana", "--model", "gpt-4o-mini", "--json",
+        )
+    )
+    data: dict[str, Any] = json.loads(result.stdout)
+    assert data["outcome"] == "updated" and data["version"] == 1
+    assert [c["purpose"] for c in data["calls"]] == ["gate", "rewrite", "scrub"]
+    assert fake.models == ["gpt-4o-mini"] * 3
