@@ -60,6 +60,13 @@ __all__ = [
     "MemoryTool",
     "tool_schema",
     "ERROR_MARKER",
+    # agent turns (litellm imported lazily, on the first model call)
+    "run_turn",
+    "arun_turn",
+    "TurnConfig",
+    "TurnResult",
+    "memory_tools",
+    "handle_tool_calls",
     # schema set-up
     "create_engine",
     "upgrade",
@@ -106,6 +113,12 @@ _LAZY = {
     "ERROR_MARKER": "dbmemory.tool",
     "MemoryTool": "dbmemory.tool",
     "tool_schema": "dbmemory.tool",
+    "run_turn": "dbmemory.agent",
+    "arun_turn": "dbmemory.agent",
+    "TurnConfig": "dbmemory.agent",
+    "TurnResult": "dbmemory.agent",
+    "memory_tools": "dbmemory.agent",
+    "handle_tool_calls": "dbmemory.agent",
     "upgrade": "dbmemory.db.migrate",
     "current": "dbmemory.db.migrate",
     "create_engine": "dbmemory.db.engine",
@@ -164,5 +177,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         use_store,
     )
     from dbmemory.tool import ERROR_MARKER, MemoryTool, tool_schema
+    from dbmemory.agent import (
+        TurnConfig,
+        TurnResult,
+        arun_turn,
+        handle_tool_calls,
+        memory_tools,
+        run_turn,
+    )
     from dbmemory.db.engine import create_engine
     from dbmemory.db.migrate import current, upgrade

@@ -337,6 +337,10 @@ def _string(data: Mapping[str, object], name: str, command: str, expected: str) 
         raise ToolInputError(messages.wrong_type(name, _TEXT, value))
     if len(value) > MAX_TEXT_CHARS:
         raise ToolInputError(messages.text_too_long(name, len(value), MAX_TEXT_CHARS))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolInputError(messages.surrogate_in_text(name, exc.start)) from None
     return value
 
 

@@ -27,6 +27,7 @@ from dbmemory.errors import (
     StorageError,
 )
 from dbmemory.model import Caps, FileRecord, StoreRef
+from dbmemory.paths import ancestors
 from dbmemory.stores import check_run_ready, current_store_code, shared_store
 from dbmemory.tool import messages
 from dbmemory.tool.args import (
@@ -46,6 +47,16 @@ from dbmemory.tool.render import render_file, render_listing
 __all__ = ["MemoryTool"]
 
 log = logging.getLogger(__name__)
+
+
+def _encodable(text: str) -> str:
+    """``text`` made safe to send as UTF-8: any lone surrogate echoed from the arguments is
+    shown as an escape (``\\udc80``) instead of breaking the caller's JSON encoder."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 class MemoryTool:
@@ -142,14 +153,15 @@ class MemoryTool:
         command = None
         try:
             command = parse_arguments(arguments)
-            return self._dispatch(command)
+            text = self._dispatch(command)
         except ToolInputError as exc:
-            return error_text(exc.message)
+            text = error_text(exc.message)
         except DbMemoryError as exc:
-            return error_text(self._message(command, exc))
+            text = error_text(self._message(command, exc))
         except Exception:  # the tool must never raise into the model loop
             log.exception("memory tool failed unexpectedly")
-            return error_text(messages.internal_error())
+            text = error_text(messages.internal_error())
+        return _encodable(text)
 
     __call__ = execute
 
@@ -214,17 +226,22 @@ class MemoryTool:
             return messages.renamed(command.old_path, command.new_path, count if count > 1 else None)
         raise ToolInputError(messages.unknown_command(str(getattr(command, "command", command))))
 
-    @staticmethod
-    def _message(command: object, exc: DbMemoryError) -> str:
+    def _message(self, command: object, exc: DbMemoryError) -> str:
         """The text for a data-layer error, in the tool's wording where it has one."""
         name = getattr(command, "command", "")
         path = getattr(command, "path", None) or getattr(command, "old_path", "") or ""
+        if isinstance(exc, InvalidPathError) and exc.code in ("is_directory", "parent_is_file"):
+            shaped = self._shape_message(command, exc)
+            if shaped is not None:
+                return shaped
         if isinstance(exc, CapExceededError):
             target = path if name != "rename" else getattr(command, "new_path", path)
             return messages.cap_exceeded(exc.cap, target, exc.limit, exc.actual)
         if isinstance(exc, NotFoundError):
             return messages.path_not_found(path)
         if isinstance(exc, AlreadyExistsError):
+            if name == "rename" and getattr(command, "new_path", None) == path:
+                return messages.rename_same_path(path)
             if name == "rename":
                 return messages.rename_destination_exists(getattr(command, "new_path", path))
             return messages.file_exists(path)
@@ -244,3 +261,29 @@ class MemoryTool:
             if exc.code == "into_itself":
                 return messages.rename_into_itself(path, getattr(command, "new_path", ""))
         return exc.message
+
+    def _shape_message(self, command: object, exc: InvalidPathError) -> str | None:
+        """``directory_exists`` / ``parent_is_file`` texts, which need a fact from the store
+        (how many files a directory holds; which parent is a file). Read-only look-ups after
+        the failed write's savepoint was rolled back; ``None`` when they cannot be made."""
+        name = getattr(command, "command", "")
+        target = getattr(command, "new_path", None) if name == "rename" else getattr(command, "path", None)
+        if not target:
+            return None
+        try:
+            store_id = self._store.store_id or files.find_store_id(self._conn, self._store.store_key)
+            if store_id is None:
+                return None
+            if exc.code == "is_directory" and name == "create":
+                count = len(files.list_directory(self._conn, store_id, target))
+                return messages.directory_exists(target, count) if count else None
+            if exc.code == "parent_is_file":
+                for parent in ancestors(target):
+                    try:
+                        files.get_file(self._conn, store_id, parent)
+                    except NotFoundError:
+                        continue
+                    return messages.parent_is_file(target, parent)
+        except Exception:  # a look-up for a nicer text must never break the answer
+            log.debug("could not look up the facts for an error text", exc_info=True)
+        return None

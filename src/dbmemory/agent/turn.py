@@ -1,0 +1,667 @@
+"""One agent turn with database memory: :func:`run_turn` and :func:`arun_turn`.
+
+A turn:
+
+1. checks that the agent's store can be named (:func:`dbmemory.stores.check_run_ready`): a
+   context-scoped agent without its key fails here, before any model call. An agent whose memory
+   was never enabled (or is disabled) runs without the MEMORY tool;
+2. loads the user's profile (when user memory is on for the turn and a ``user_id`` is given) and
+   builds the system prompt: the caller's system prompt, the MEMORY PROTOCOL block when the agent
+   has the tool, then the "What I know about you" section (fenced, labelled as data);
+3. calls the model with the MEMORY tool (plus the caller's tools, executed by ``tool_handler``),
+   runs memory tool calls on the turn's connection and transaction, feeds the results back, and
+   loops until a final answer or ``max_tool_calls`` (the limit is reported in
+   :attr:`TurnResult.tool_limit_reached` and logged, and the model gets one last call without tools);
+4. returns a :class:`TurnResult`: the answer exactly as the model gave it (memory never changes
+   it), the tool calls, token usage per model call, and timings;
+5. starts the post-processing (profile consolidation, :class:`dbmemory.profile.UserMemoryPostprocessor`)
+   after the answer, off its critical path: a background thread (a task in :func:`arun_turn`)
+   that the caller can wait for or ignore; it runs in its own transactions; its failures are
+   logged and counted, never raised into the turn.
+
+Transactions: given an :class:`~sqlalchemy.engine.Engine`, ``run_turn`` **opens one transaction
+for the turn and commits it** when the turn succeeds (it rolls back when the turn raises); the
+post-processing starts after that commit. Given a :class:`~sqlalchemy.engine.Connection`, the
+turn's memory writes join the caller's transaction and nothing is committed: the caller's
+rollback removes them. Then the post-processing (its own connection, its own transaction) may
+wait for the caller's commit on SQLite (one writer): commit before waiting for it, or pass
+``TurnConfig(post_process="deferred")`` and call ``result.post_processing.start()`` after your
+commit. On an in-memory SQLite database (one shared connection) the post-processing runs inline
+when given an Engine and is deferred when given a Connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy.engine import Connection, Engine
+
+from dbmemory.agent._drivers import Db, Model, Tool, drive_async, drive_sync, sync_complete
+from dbmemory.agent.litellm_tools import (
+    DEFAULT_MAX_RESULT_CHARS,
+    MEMORY_TOOL_NAME,
+    ToolCallRecord,
+    ToolHandler,
+    assistant_message,
+    is_anthropic_model,
+    memory_tools,
+    tool_call_parts,
+    tool_message,
+)
+from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing, post_processing_failures
+from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
+from dbmemory.llm import Completion, CompleteFn, Usage
+
+__all__ = [
+    "TurnConfig",
+    "TurnEvent",
+    "ModelCallRecord",
+    "TurnResult",
+    "run_turn",
+    "arun_turn",
+    "DEFAULT_MAX_TOOL_CALLS",
+    "post_processing_failures",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOOL_CALLS = 16
+"""Most tool calls one turn executes before the model must answer."""
+
+PostProcessMode = Literal["background", "inline", "deferred", "off"]
+
+LOAD_FAILED_NOTE = (
+    "## What I know about you\n\n"
+    "(The memory of this user could not be loaded for this turn. That is not an empty memory: do "
+    "not tell the user that you know nothing about them.)"
+)
+"""Put in the system prompt instead of the profile when loading it failed."""
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    """Settings of one turn.
+
+    Attributes:
+        max_tool_calls: most tool calls executed in the turn (default 16); more are answered with
+            an error text and the model gets one last call without tools.
+        max_tool_result_chars: longest tool result fed back, in characters (cut with a hint).
+        user_memory: the profile settings (:class:`dbmemory.profile.config.UserMemoryConfig`);
+            None = its defaults.
+        user_memory_enabled: whether user memory is on for this turn; compute it with
+            :func:`dbmemory.profile.memory_enabled` (feature flag, space setting, opt-out).
+        native_anthropic_memory_tool: for Anthropic models, offer Anthropic's native memory tool
+            type instead of the function schema (litellm forwards it); the same executor answers.
+        post_process: ``"background"`` (a thread or task, default), ``"inline"`` (before
+            ``run_turn`` returns), ``"deferred"`` (the caller calls ``start()``/``wait()``) or
+            ``"off"``.
+        timeout_s: seconds per model call, or None for litellm's default.
+        model_kwargs: extra keyword arguments for every model call of the turn (``temperature``,
+            ``api_base``, litellm's ``mock_response`` ...).
+        now: the turn's time (UTC) used for the profile's Recent Topics, or None for the clock
+            (replays pass the recorded session time).
+    """
+
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    max_tool_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    user_memory: Any = None
+    user_memory_enabled: bool = True
+    native_anthropic_memory_tool: bool = False
+    post_process: PostProcessMode = "background"
+    timeout_s: float | None = None
+    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    now: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
+            raise InvalidArgumentError(f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}")
+        if self.post_process not in ("background", "inline", "deferred", "off"):
+            raise InvalidArgumentError(
+                f"post_process must be 'background', 'inline', 'deferred' or 'off', got {self.post_process!r}"
+            )
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """Something that happened during a turn, for live display (the ``chat`` command).
+
+    Attributes:
+        kind: ``"memory_loading"``, ``"memory_loaded"`` (data: the profile state or None),
+            ``"memory_load_failed"`` (data: the exception), ``"model_call"`` (a
+            :class:`ModelCallRecord`), ``"tool_call"`` (a :class:`ToolCallRecord`),
+            ``"tool_limit"`` (data: the limit), ``"answer"`` (data: the text),
+            ``"memory_updating"``, ``"memory_updated"`` (data: the consolidation result) or
+            ``"memory_update_failed"`` (data: the exception). The ``memory_updat*`` events come
+            from the post-processing thread.
+        data: see ``kind``.
+    """
+
+    kind: str
+    data: object = None
+
+
+EventHandler = Callable[[TurnEvent], None]
+
+
+@dataclass(frozen=True)
+class ModelCallRecord:
+    """One model call of the turn.
+
+    Attributes:
+        model: the litellm model name.
+        usage: token usage as reported (zeros when not reported).
+        duration_s: wall time in seconds.
+        finish_reason: the provider's finish reason.
+        tool_calls: number of tool calls the answer requested.
+    """
+
+    model: str
+    usage: Usage
+    duration_s: float
+    finish_reason: str | None
+    tool_calls: int
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced.
+
+    Attributes:
+        answer: the model's final text, unchanged.
+        finish_reason: the final call's finish reason (``"stop"``, ``"length"``, ...).
+        tool_calls: every tool call executed (or refused over the limit), in order.
+        model_calls: every model call, in order, with its token usage and time.
+        timings: seconds per stage: ``ready``, ``load``, ``model``, ``tools``, ``total``.
+        tool_limit_reached: True when the model asked for more than ``max_tool_calls`` calls.
+        memory_tool: whether the agent had the MEMORY tool.
+        profile_loaded: whether a profile was injected into the system prompt.
+        messages: the full message list of the turn (system prompt, history, tool messages and
+            the final assistant message).
+        post_processing: the consolidation handle (:class:`PostProcessing` or
+            :class:`AsyncPostProcessing`), or None when user memory was off for the turn.
+    """
+
+    answer: str
+    finish_reason: str | None
+    tool_calls: list[ToolCallRecord]
+    model_calls: list[ModelCallRecord]
+    timings: dict[str, float]
+    tool_limit_reached: bool
+    memory_tool: bool
+    profile_loaded: bool
+    messages: list[dict[str, Any]]
+    post_processing: PostProcessing | AsyncPostProcessing | None = None
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage summed over the turn's model calls."""
+        return Usage(
+            prompt_tokens=sum(c.usage.prompt_tokens for c in self.model_calls),
+            completion_tokens=sum(c.usage.completion_tokens for c in self.model_calls),
+        )
+
+    @property
+    def memory_tool_calls(self) -> list[ToolCallRecord]:
+        """The MEMORY tool calls only."""
+        return [c for c in self.tool_calls if c.name == MEMORY_TOOL_NAME]
+
+
+# ----------------------------------------------------------------------------- operations
+# The turn is written once, as a generator that yields operations; a sync and an async driver
+# run them. This keeps run_turn and arun_turn one implementation.
+
+
+@dataclass
+class _Context:
+    agent_code: str
+    user_id: str | None
+    session_id: str | None
+    run_context: Mapping[str, object] | None
+    messages: list[dict[str, Any]]
+    model: str
+    tools: Sequence[Mapping[str, Any]]
+    tool_handler: ToolHandler | None
+    config: TurnConfig
+    on_event: EventHandler | None
+    step_logger: Any = None
+    memory_config: Any = None
+    state: Any = None
+    memory_on: bool = False
+
+
+def _emit(ctx: _Context, kind: str, data: object = None) -> None:
+    if ctx.on_event is None:
+        return
+    try:
+        ctx.on_event(TurnEvent(kind, data))
+    except Exception:  # a display callback must never break the turn
+        logger.warning("turn event handler failed for %s", kind, exc_info=True)
+
+
+def _memory_model(ctx: _Context) -> str:
+    """The profile's effective model (tokenizer and consolidation calls)."""
+    cfg = ctx.memory_config
+    if cfg is not None:
+        return cfg.effective_model(ctx.model) or ctx.model
+    return ctx.model
+
+
+def _memory_tool(conn: Connection, ctx: _Context) -> Any:
+    """The turn's MemoryTool (its constructor runs check_run_ready), or None when the agent has no memory."""
+    from dbmemory.tool import MemoryTool
+
+    try:
+        return MemoryTool(
+            conn,
+            ctx.agent_code,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            run_context=ctx.run_context,
+            actor=f"turn agent={ctx.agent_code}" + (f" user={ctx.user_id}" if ctx.user_id else ""),
+        )
+    except NotFoundError:
+        return None  # memory never enabled for this agent: no MEMORY tool
+    except InvalidScopeError as exc:
+        if exc.code == "memory_disabled":
+            return None
+        raise
+
+
+def _load(conn: Connection, ctx: _Context) -> Any:
+    from dbmemory.profile.load import load_user_memory
+
+    with conn.begin_nested():  # a failed read must not poison the caller's transaction
+        return load_user_memory(
+            conn, ctx.user_id, config=ctx.memory_config, model=_memory_model(ctx), step_logger=ctx.step_logger
+        )
+
+
+def _split_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    system_parts = []
+    rest = []
+    for message in messages:
+        if message.get("role") == "system" and not rest:
+            content = message.get("content")
+            system_parts.append(content if isinstance(content, str) else str(content or ""))
+        else:
+            rest.append(dict(message))
+    return "\n\n".join(p for p in system_parts if p.strip()), rest
+
+
+def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+            return str(content or "")
+    return ""
+
+
+def _limit_record(call: object, limit: int) -> ToolCallRecord:
+    call_id, name, arguments = tool_call_parts(call)
+    text = (
+        f"Error: the limit of {limit} tool calls for this turn is reached; this call was not run. "
+        "Answer the user now with what you have."
+    )
+    return ToolCallRecord(call_id, name, arguments, text, True, 0.0)
+
+
+def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
+    cfg = ctx.config
+    timings = {"ready": 0.0, "load": 0.0, "model": 0.0, "tools": 0.0, "total": 0.0}
+    started = time.perf_counter()
+
+    memory_tool = yield Db(lambda conn: _memory_tool(conn, ctx))
+    has_tool = memory_tool is not None
+    timings["ready"] = time.perf_counter() - started
+
+    load_failed = False
+    if ctx.memory_on:
+        _emit(ctx, "memory_loading")
+        t0 = time.perf_counter()
+        try:
+            ctx.state = yield Db(lambda conn: _load(conn, ctx))
+        except Exception as exc:
+            # not an empty memory: say so to the model and skip consolidation for this turn
+            logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
+            ctx.memory_on = False
+            load_failed = True
+            _emit(ctx, "memory_load_failed", exc)
+        else:
+            _emit(ctx, "memory_loaded", ctx.state)
+        timings["load"] = time.perf_counter() - t0
+
+    system, history = _split_system(ctx.messages)
+    parts = [system] if system.strip() else []
+    if has_tool:
+        from dbmemory.prompts import get_memory_protocol
+
+        parts.append(get_memory_protocol())
+    profile_loaded = False
+    if ctx.memory_on and ctx.state is not None:
+        from dbmemory.profile.load import memory_prompt_section
+
+        section = memory_prompt_section(ctx.state)
+        if section:
+            parts.append(section)
+            profile_loaded = True
+    elif load_failed:
+        parts.append(LOAD_FAILED_NOTE)
+    messages: list[dict[str, Any]] = ([{"role": "system", "content": "\n\n".join(parts)}] if parts else []) + history
+
+    native = cfg.native_anthropic_memory_tool and is_anthropic_model(ctx.model)
+    tool_list = memory_tools(ctx.tools, native_anthropic=native) if has_tool else [dict(t) for t in ctx.tools]
+    kwargs = dict(cfg.model_kwargs)
+    records: list[ToolCallRecord] = []
+    model_calls: list[ModelCallRecord] = []
+    limit_reached = False
+    executed = 0
+    final_call = False
+    while True:
+        call_kwargs = dict(kwargs)
+        if final_call:
+            call_kwargs["tool_choice"] = "none"
+        t0 = time.perf_counter()
+        try:
+            completion: Completion = yield Model(messages, tool_list or None, call_kwargs)
+        except Exception:
+            if not final_call:
+                raise
+            # some providers refuse tool_choice: ask once more without it
+            logger.info("the final call with tool_choice='none' failed; retrying without it", exc_info=True)
+            call_kwargs.pop("tool_choice", None)
+            completion = yield Model(messages, tool_list or None, call_kwargs)
+        elapsed = time.perf_counter() - t0
+        timings["model"] += elapsed
+        mc = ModelCallRecord(ctx.model, completion.usage, elapsed, completion.finish_reason, len(completion.tool_calls))
+        model_calls.append(mc)
+        _emit(ctx, "model_call", mc)
+        if not completion.tool_calls or final_call:
+            answer = completion.text
+            finish = completion.finish_reason
+            messages.append({"role": "assistant", "content": answer})
+            break
+        messages.append(assistant_message(completion))
+        t0 = time.perf_counter()
+        for call in completion.tool_calls:
+            if executed < cfg.max_tool_calls:
+                record = yield Tool(call, memory_tool)
+                executed += 1
+            else:
+                record = _limit_record(call, cfg.max_tool_calls)
+                if not limit_reached:
+                    limit_reached = True
+                    logger.warning(
+                        "turn of agent %r reached max_tool_calls=%d; asking the model to answer",
+                        ctx.agent_code,
+                        cfg.max_tool_calls,
+                    )
+                    _emit(ctx, "tool_limit", cfg.max_tool_calls)
+            records.append(record)
+            messages.append(tool_message(record.id, record.result, name=record.name))
+            _emit(ctx, "tool_call", record)
+        timings["tools"] += time.perf_counter() - t0
+        if limit_reached:
+            final_call = True
+    _emit(ctx, "answer", answer)
+    timings["total"] = time.perf_counter() - started
+    return TurnResult(
+        answer=answer,
+        finish_reason=finish,
+        tool_calls=records,
+        model_calls=model_calls,
+        timings=timings,
+        tool_limit_reached=limit_reached,
+        memory_tool=has_tool,
+        profile_loaded=profile_loaded,
+        messages=messages,
+    )
+
+
+# ----------------------------------------------------------------------------- drivers
+
+
+def _prepare(
+    *,
+    agent_code: str,
+    user_id: str | None,
+    messages: Sequence[Mapping[str, Any]],
+    model: str,
+    session_id: str | None,
+    run_context: Mapping[str, object] | None,
+    tools: Sequence[Mapping[str, Any]],
+    tool_handler: ToolHandler | None,
+    config: TurnConfig | None,
+    on_event: EventHandler | None,
+    step_logger: Any,
+) -> _Context:
+    if not messages or not any(m.get("role") == "user" for m in messages):
+        raise InvalidArgumentError("messages must hold at least one user message: the turn answers it")
+    if not model:
+        raise InvalidArgumentError("model must name a litellm model, e.g. 'gpt-4o-mini'")
+    cfg = config or TurnConfig()
+    ctx = _Context(
+        agent_code=agent_code,
+        user_id=user_id,
+        session_id=session_id,
+        run_context=run_context,
+        messages=[dict(m) for m in messages],
+        model=model,
+        tools=list(tools),
+        tool_handler=tool_handler,
+        config=cfg,
+        on_event=on_event,
+        step_logger=step_logger,
+    )
+    ctx.memory_on = bool(cfg.user_memory_enabled and user_id is not None)
+    if ctx.memory_on:
+        from dbmemory.profile.config import UserMemoryConfig
+
+        ctx.memory_config = cfg.user_memory if cfg.user_memory is not None else UserMemoryConfig()
+    return ctx
+
+
+def _effective_mode(engine: Engine, given_engine: bool, mode: PostProcessMode) -> PostProcessMode:
+    from dbmemory.db.dialect import is_memory_sqlite
+
+    if mode in ("background",) and is_memory_sqlite(engine):
+        # one shared DB-API connection: never use it from two threads at once
+        return "inline" if given_engine else "deferred"
+    return mode
+
+
+def _consolidation(ctx: _Context, engine: Engine, answer: str, complete: CompleteFn) -> Callable[[], Any]:
+    from dbmemory.agent.postprocess import consolidate
+
+    user_text = _last_user_text(ctx.messages)
+
+    def job() -> Any:
+        _emit(ctx, "memory_updating")
+        result = consolidate(
+            engine,
+            config=ctx.memory_config,
+            model=_memory_model(ctx),
+            user_id=ctx.user_id,
+            state=ctx.state,
+            user_message=user_text,
+            assistant_message=answer,
+            complete=complete,
+            now=ctx.config.now,
+            step_logger=ctx.step_logger,
+            timeout=ctx.config.timeout_s,
+        )
+        _emit(ctx, "memory_updated", result)
+        return result
+
+    return job
+
+
+def _on_failure(ctx: _Context) -> Callable[[BaseException], None]:
+    return lambda exc: _emit(ctx, "memory_update_failed", exc)
+
+
+def run_turn(
+    engine_or_conn: Engine | Connection,
+    *,
+    agent_code: str,
+    user_id: str | None,
+    messages: Sequence[Mapping[str, Any]],
+    model: str,
+    session_id: str | None = None,
+    run_context: Mapping[str, object] | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    tool_handler: ToolHandler | None = None,
+    config: TurnConfig | None = None,
+    complete: CompleteFn | None = None,
+    on_event: EventHandler | None = None,
+    step_logger: Any = None,
+) -> TurnResult:
+    """Run one agent turn with database memory (see the module docs for the steps).
+
+    Args:
+        engine_or_conn: an Engine (the turn opens **and commits** its own transaction) or a
+            Connection (the turn joins the caller's transaction and never commits).
+        agent_code: the agent; its memory configuration decides whether it has the MEMORY tool.
+        user_id: the signed-in user (profile and user-scoped stores), or None.
+        messages: OpenAI-style chat messages ending with the user's message; a leading
+            ``system`` message is the caller's system prompt.
+        model: the litellm model name (also the profile's tokenizer and, by default, its
+            consolidation model).
+        session_id: the session id (session-scoped stores).
+        run_context: the run's key/value pairs (context-scoped stores), e.g. ``{"document_id": "7"}``.
+        tools: the caller's own tools (OpenAI function format), executed by ``tool_handler``.
+        tool_handler: ``(name, arguments) -> str`` for the caller's tools.
+        config: a :class:`TurnConfig`; None = defaults.
+        complete: the model call (default :func:`dbmemory.llm.complete`); tests inject a fake,
+            the CLI the scripted stand-in. Also used by the consolidation.
+        on_event: callback receiving :class:`TurnEvent` as things happen (for display).
+        step_logger: the host's :class:`~dbmemory.profile.events.StepLogger` for the profile's
+            step events ("Loading context memory", "Updating your memory", "Review your context
+            memory"), or None.
+
+    Returns:
+        A :class:`TurnResult`; its ``post_processing`` is running in the background (default),
+        already done (``inline``), waiting for ``start()`` (``deferred``), or None.
+
+    Raises:
+        NotFoundError, InvalidScopeError: from :func:`~dbmemory.stores.check_run_ready` (e.g. a
+            context-scoped agent without its key), before any model call.
+        InvalidArgumentError: no user message, no model, or a caller tool named ``memory``.
+        Exception: what the model call raises (the turn's own transaction rolls back).
+    """
+    ctx = _prepare(
+        agent_code=agent_code,
+        user_id=user_id,
+        messages=messages,
+        model=model,
+        session_id=session_id,
+        run_context=run_context,
+        tools=tools,
+        tool_handler=tool_handler,
+        config=config,
+        on_event=on_event,
+        step_logger=step_logger,
+    )
+    if complete is None:
+        from dbmemory.llm import complete as default_complete
+
+        complete = default_complete
+    given_engine = isinstance(engine_or_conn, Engine)
+    if given_engine:
+        engine = engine_or_conn
+        with engine.begin() as conn:  # the turn's own transaction, committed on success
+            result = drive_sync(_turn(ctx), conn, ctx, complete)
+    else:
+        conn = engine_or_conn
+        engine = conn.engine
+        result = drive_sync(_turn(ctx), conn, ctx, complete)
+    if ctx.memory_on and ctx.config.post_process != "off":
+        mode = _effective_mode(engine, given_engine, ctx.config.post_process)
+        handle = PostProcessing(_consolidation(ctx, engine, result.answer, complete), on_failure=_on_failure(ctx))
+        if mode == "background":
+            handle.start()
+        elif mode == "inline":
+            handle.run()
+        result.post_processing = handle
+    return result
+
+
+async def arun_turn(
+    engine_or_conn: Engine | Connection,
+    *,
+    agent_code: str,
+    user_id: str | None,
+    messages: Sequence[Mapping[str, Any]],
+    model: str,
+    session_id: str | None = None,
+    run_context: Mapping[str, object] | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    tool_handler: ToolHandler | None = None,
+    config: TurnConfig | None = None,
+    complete: Callable[..., Any] | None = None,
+    on_event: EventHandler | None = None,
+    step_logger: Any = None,
+) -> TurnResult:
+    """Async twin of :func:`run_turn`: same arguments, steps, transactions and result.
+
+    Model calls are awaited (default :func:`dbmemory.llm.acomplete`; ``complete`` may be sync or
+    async); database work runs in a worker thread (``asyncio.to_thread``) so the event loop is
+    not blocked; ``tool_handler`` may be a coroutine function. The post-processing is an asyncio
+    task: ``await result.post_processing`` (or ignore it).
+    """
+    ctx = _prepare(
+        agent_code=agent_code,
+        user_id=user_id,
+        messages=messages,
+        model=model,
+        session_id=session_id,
+        run_context=run_context,
+        tools=tools,
+        tool_handler=tool_handler,
+        config=config,
+        on_event=on_event,
+        step_logger=step_logger,
+    )
+    if complete is None:
+        from dbmemory.llm import acomplete
+
+        complete = acomplete
+    given_engine = isinstance(engine_or_conn, Engine)
+    if given_engine:
+        engine = engine_or_conn
+        conn = await asyncio.to_thread(engine.connect)
+        try:
+            await asyncio.to_thread(conn.begin)
+            result = await drive_async(_turn(ctx), conn, ctx, complete)
+            await asyncio.to_thread(conn.commit)
+        except BaseException:
+            await asyncio.to_thread(conn.rollback)
+            raise
+        finally:
+            await asyncio.to_thread(conn.close)
+    else:
+        conn = engine_or_conn
+        engine = conn.engine
+        result = await drive_async(_turn(ctx), conn, ctx, complete)
+    if ctx.memory_on and ctx.config.post_process != "off":
+        mode = _effective_mode(engine, given_engine, ctx.config.post_process)
+        handle = AsyncPostProcessing(
+            _consolidation(ctx, engine, result.answer, sync_complete(complete)), on_failure=_on_failure(ctx)
+        )
+        if mode == "background":
+            handle.start()
+        elif mode == "inline":
+            await handle.wait()
+        result.post_processing = handle
+    return result
+
+

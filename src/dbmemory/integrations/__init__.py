@@ -1,0 +1,13 @@
+"""Integrations with other agent tooling, each behind an optional extra.
+
+- :mod:`dbmemory.integrations.mcp_server`: the MEMORY tool (and the user's profile, read-only)
+  over MCP stdio with the official ``mcp`` SDK (extra ``mcp``); ``dbmemory mcp``.
+- :mod:`dbmemory.integrations.anthropic_tool`: ``DbMemoryTool``, the Anthropic SDK's abstract
+  memory tool backed by dbmemory (extra ``anthropic``).
+
+Nothing is imported here: import the submodule you use (each names its extra when missing).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
