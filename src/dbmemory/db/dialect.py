@@ -34,6 +34,8 @@ __all__ = [
     "is_memory_sqlite",
     "touch_inline",
     "lock_skip_locked",
+    "current_read",
+    "transaction_lost",
     "translate_db_error",
     "oracle19_dialect",
 ]
@@ -174,6 +176,47 @@ def lock_skip_locked(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Sele
     return stmt.with_for_update(skip_locked=True)
 
 
+def current_read(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Select[Any]:
+    """Make a read taken under the store lock see the latest committed rows.
+
+    MySQL/MariaDB's default REPEATABLE READ answers a plain ``SELECT`` from the transaction's
+    snapshot, so after waiting for the store lock a writer would count files as they were
+    before the previous writer committed, and caps could be exceeded by a race. A locking read
+    (``LOCK IN SHARE MODE``) reads the current rows. PostgreSQL and Oracle (READ COMMITTED:
+    each statement sees what is committed) and SQLite (one writer) need nothing.
+    """
+    if bind.dialect.name in ("mysql", "mariadb"):
+        return stmt.with_for_update(read=True)
+    return stmt
+
+
+def _error_codes(exc: BaseException) -> set[int]:
+    codes: set[int] = set()
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        orig = getattr(current, "orig", None)
+        for candidate in (orig, current):
+            args = getattr(candidate, "args", ())
+            if args and isinstance(args[0], int):
+                codes.add(args[0])
+        current = current.__cause__ or current.__context__
+    return codes
+
+
+def transaction_lost(exc: BaseException, bind: Connection | Engine) -> bool:
+    """Whether ``exc`` means the server rolled back the caller's *whole* transaction.
+
+    MySQL/MariaDB resolve a deadlock by rolling back the victim's entire transaction (error
+    1213), after which ``ROLLBACK TO SAVEPOINT`` fails (1305). PostgreSQL and Oracle roll back
+    only the failed statement, which the savepoint undoes.
+    """
+    if bind.dialect.name not in ("mysql", "mariadb"):
+        return False
+    return bool(_error_codes(exc) & {1213, 1305})
+
+
 _CONFLICT_MARKERS = (
     "deadlock",
     "lock wait timeout",
@@ -203,6 +246,10 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
     if isinstance(exc, DbMemoryError):
         return exc
     text = str(getattr(exc, "orig", exc) or exc).lower()
+    if isinstance(exc, sa.exc.IntegrityError) and any(
+        marker in text for marker in ("unique", "duplicate", "ora-00001")
+    ):  # a concurrent writer created the same store or file first
+        return ConflictError(f"{action} collided with a concurrent change: retry the operation")
     if any(marker in text for marker in _CONFLICT_MARKERS):
         return ConflictError(
             f"{action} waited for another writer and gave up: retry the operation"

@@ -37,6 +37,9 @@ from dbmemory.paths import normalize_path
 from dbmemory.tool import messages
 from dbmemory.tool.messages import COMMANDS, ToolInputError
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate (not encodable as UTF-8); searched without copying the text."""
+
 __all__ = [
     "COMMANDS",
     "MAX_TEXT_CHARS",
@@ -337,10 +340,9 @@ def _string(data: Mapping[str, object], name: str, command: str, expected: str) 
         raise ToolInputError(messages.wrong_type(name, _TEXT, value))
     if len(value) > MAX_TEXT_CHARS:
         raise ToolInputError(messages.text_too_long(name, len(value), MAX_TEXT_CHARS))
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolInputError(messages.surrogate_in_text(name, exc.start)) from None
+    surrogate = _SURROGATE.search(value)
+    if surrogate is not None:
+        raise ToolInputError(messages.surrogate_in_text(name, surrogate.start()))
     return value
 
 
@@ -350,10 +352,9 @@ def _check_written_text(name: str, value: str) -> str:
     index = value.find("\x00")
     if index != -1:
         raise ToolInputError(messages.nul_in_text(name, index))
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ToolInputError(messages.surrogate_in_text(name, exc.start)) from None
+    surrogate = _SURROGATE.search(value)
+    if surrogate is not None:
+        raise ToolInputError(messages.surrogate_in_text(name, surrogate.start()))
     return value
 
 

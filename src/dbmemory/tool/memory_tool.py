@@ -246,6 +246,8 @@ class MemoryTool:
                 return messages.rename_destination_exists(getattr(command, "new_path", path))
             return messages.file_exists(path)
         if isinstance(exc, ConflictError):
+            if exc.code == "transaction_rolled_back":
+                return exc.message
             return messages.conflict(path)
         if isinstance(exc, StorageError):
             return messages.storage_unavailable()

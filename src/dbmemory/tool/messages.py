@@ -318,8 +318,8 @@ def file_too_large(path: str, chars: int, limit: int) -> str:
 def too_many_files(path: str, limit: int) -> str:
     """The ``max_files`` cap would be exceeded; nothing was written."""
     return (
-        f"Cannot create {path}: the memory store already holds {limit:,} files, the most it "
-        "may hold. Delete or merge files you no longer need, then retry."
+        f"Cannot create {path}: the memory store already holds {_plural(limit, 'file')}, the "
+        "most it may hold. Delete or merge files you no longer need, then retry."
     )
 
 
