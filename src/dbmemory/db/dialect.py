@@ -35,6 +35,7 @@ __all__ = [
     "touch_inline",
     "lock_skip_locked",
     "current_read",
+    "engine_defaults",
     "transaction_lost",
     "translate_db_error",
     "oracle19_dialect",
@@ -176,16 +177,44 @@ def lock_skip_locked(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Sele
     return stmt.with_for_update(skip_locked=True)
 
 
-def current_read(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Select[Any]:
+def engine_defaults(backend: str) -> dict[str, Any]:
+    """Keyword arguments :func:`dbmemory.db.engine.create_engine` adds for ``backend``
+    (``"mysql"``, ``"postgresql"``, ``"sqlite"``, ``"oracle"``) unless the caller sets them.
+
+    MySQL/MariaDB engines run at READ COMMITTED, as PostgreSQL and Oracle do by default: InnoDB
+    then takes no gap locks, so writers of different stores never deadlock each other, and a
+    plain read after the store lock sees the rows committed by the previous writer.
+    """
+    if backend in ("mysql", "mariadb"):
+        return {"isolation_level": "READ COMMITTED"}
+    return {}
+
+
+def _mysql_repeatable(conn: Connection) -> bool:
+    level = conn.get_execution_options().get("isolation_level")
+    if level is None:
+        level = conn.engine.get_execution_options().get("isolation_level")
+    if level is None:
+        level = getattr(conn.dialect, "_on_connect_isolation_level", None) or getattr(
+            conn.dialect, "default_isolation_level", None
+        )
+    return str(level or "REPEATABLE READ").upper().replace("_", " ") != "READ COMMITTED"
+
+
+def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
     """Make a read taken under the store lock see the latest committed rows.
 
-    MySQL/MariaDB's default REPEATABLE READ answers a plain ``SELECT`` from the transaction's
+    At MySQL/MariaDB's default REPEATABLE READ a plain ``SELECT`` answers from the transaction's
     snapshot, so after waiting for the store lock a writer would count files as they were
-    before the previous writer committed, and caps could be exceeded by a race. A locking read
-    (``LOCK IN SHARE MODE``) reads the current rows. PostgreSQL and Oracle (READ COMMITTED:
-    each statement sees what is committed) and SQLite (one writer) need nothing.
+    before the previous writer committed, and caps could be exceeded by a race. There the read
+    becomes a locking read (``LOCK IN SHARE MODE``), which sees the current rows; its next-key
+    locks can make writers of neighbouring stores deadlock, which InnoDB reports by rolling back
+    one caller's whole transaction (dbmemory then says so and invalidates the connection, never
+    silently). Engines made by :func:`dbmemory.create_engine` run MySQL at READ COMMITTED, where
+    the plain read is already current and no gap locks are taken. PostgreSQL and Oracle (READ
+    COMMITTED) and SQLite (one writer) need nothing.
     """
-    if bind.dialect.name in ("mysql", "mariadb"):
+    if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
         return stmt.with_for_update(read=True)
     return stmt
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
+from dbmemory.db import dialect
 from dbmemory.db.dialect import configure_engine
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError
 
@@ -136,6 +137,9 @@ def create_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
             connect_args = dict(kwargs.pop("connect_args", {}) or {})
             connect_args.setdefault("check_same_thread", False)
             kwargs["connect_args"] = connect_args
+
+    for key, value in dialect.engine_defaults(backend).items():
+        kwargs.setdefault(key, value)
 
     try:
         engine = sa.create_engine(parsed, **kwargs)

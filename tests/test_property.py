@@ -1,0 +1,663 @@
+"""Stateful property tests of the MEMORY tool against a tiny reference model (issue 5).
+
+A hypothesis ``RuleBasedStateMachine`` drives random sequences of the six commands (valid and
+invalid paths in many spellings, view ranges, insert lines, texts with CRLF, tabs, multi-byte
+characters and empty strings) against a dbmemory store with small caps, and against
+:class:`Model`, a dictionary of path -> text written from the documented semantics (Anthropic's
+memory tool plus DESIGN.md's caps and directory rules), not from dbmemory's code. After every
+step, through a connection that sees only committed data:
+
+* the store's files and texts equal the model's (so every error left the store unchanged);
+* ``char_count`` equals the text's length; the caps hold;
+* the audit log holds exactly one event per file changed (create, edit that changes the text,
+  each file deleted or moved);
+* a neighbour store with the same paths is untouched (isolation);
+* the caller's transaction stays usable after every answer, error or not.
+
+Runs on every backend of the ``engine`` fixture (SQLite always; PostgreSQL and MariaDB when
+their URLs are set), bounded: ``DBMEMORY_PROPERTY_EXAMPLES`` (default 60) examples of ``DBMEMORY_PROPERTY_STEPS`` (default 40) steps.
+
+The second half checks :func:`dbmemory.paths.normalize_path` on generated paths: no spelling
+resolves outside ``/memories``, and every spelling of one file resolves to one key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import posixpath
+import unicodedata
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from sqlalchemy.engine import Engine
+
+from dbmemory.db.schema import audit_events, files, stores
+from dbmemory.errors import InvalidPathError
+from dbmemory.model import Caps
+from dbmemory.paths import MAX_PATH_CHARS, ROOT, normalize_path
+from dbmemory.tool import MemoryTool
+
+from helpers import ERROR, committed_view
+
+pytestmark = pytest.mark.slow
+
+CAPS = Caps(max_file_chars=40, max_files=5, max_store_chars=120)
+_counter = itertools.count()
+
+# ------------------------------------------------------------------------------ the model
+
+
+def split_lines(text: str) -> list[str]:
+    if text == "":
+        return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def occurrences(text: str, needle: str) -> int:
+    """Occurrences of ``needle`` in ``text``, overlapping ones included."""
+    count, start = 0, text.find(needle)
+    while start != -1:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def ancestors(path: str) -> list[str]:
+    parts = path[len(ROOT) + 1 :].split("/")
+    return [ROOT + "/" + "/".join(parts[:d]) for d in range(1, len(parts))]
+
+
+class Model:
+    """The documented semantics of the six commands on a dict of canonical path -> text.
+
+    Each command returns ``None`` for an error (and changes nothing) or the result; ``events``
+    counts the audit events a correct store writes.
+    """
+
+    def __init__(self, caps: Caps) -> None:
+        self.caps = caps
+        self.files: dict[str, str] = {}
+        self.events = 0
+
+    def total(self) -> int:
+        return sum(len(t) for t in self.files.values())
+
+    def under(self, directory: str) -> list[str]:
+        if directory == ROOT:
+            return sorted(self.files)
+        return sorted(p for p in self.files if p.startswith(directory + "/"))
+
+    def is_dir(self, path: str) -> bool:
+        return path == ROOT or bool(self.under(path))
+
+    def _shape_ok(self, path: str) -> bool:
+        """A new file may live at ``path``: no file there, none below it, none above it."""
+        return (
+            path not in self.files
+            and not self.under(path)
+            and not any(a in self.files for a in ancestors(path))
+        )
+
+    def view(self, path: str | None, view_range: tuple[int, int] | None) -> Any:
+        if path is None:
+            return None
+        if path in self.files:
+            n = len(split_lines(self.files[path]))
+            if view_range is not None:
+                start, end = view_range
+                if n == 0 or start < 1 or start > n or (end != -1 and end < start):
+                    return None
+            return ("file", self.files[path])
+        if self.is_dir(path):
+            return ("dir", self.under(path))
+        return None
+
+    def create(self, path: str | None, text: str) -> Any:
+        caps = self.caps
+        if path is None or path == ROOT or len(text) > caps.max_file_chars:
+            return None
+        if not self._shape_ok(path) or len(self.files) + 1 > caps.max_files:
+            return None
+        if caps.max_store_chars is not None and text and self.total() + len(text) > caps.max_store_chars:
+            return None
+        self.files[path] = text
+        self.events += 1
+        return True
+
+    def _edit(self, path: str | None, new_text: str | None) -> Any:
+        if path is None or new_text is None:
+            return None
+        old = self.files[path]
+        if len(new_text) > self.caps.max_file_chars:
+            return None
+        if new_text == old:
+            return True
+        grow = len(new_text) - len(old)
+        limit = self.caps.max_store_chars
+        if grow > 0 and limit is not None and self.total() + grow > limit:
+            return None
+        self.files[path] = new_text
+        self.events += 1
+        return True
+
+    def str_replace(self, path: str | None, old: str, new: str | None) -> Any:
+        if path is None or path not in self.files or old == "":
+            return None
+        text = self.files[path]
+        if occurrences(text, old) != 1:
+            return None
+        return self._edit(path, text.replace(old, "" if new is None else new, 1))
+
+    def insert(self, path: str | None, line: int, insert_text: str) -> Any:
+        if path is None or path not in self.files:
+            return None
+        text = self.files[path]
+        n = len(split_lines(text))
+        if line < 0 or line > n:
+            return None
+        if text == "":
+            new = insert_text
+        elif line == n and not text.endswith("\n"):
+            new = text + "\n" + insert_text
+        else:
+            block = insert_text if insert_text.endswith("\n") else insert_text + "\n"
+            offset = 0
+            for _ in range(line):
+                offset = text.index("\n", offset) + 1
+            new = text[:offset] + block + text[offset:]
+        return self._edit(path, new)
+
+    def delete(self, path: str | None) -> Any:
+        if path is None or path == ROOT:
+            return None
+        victims = [path] if path in self.files else self.under(path)
+        if not victims:
+            return None
+        for v in victims:
+            del self.files[v]
+        self.events += len(victims)
+        return True
+
+    def rename(self, old: str | None, new: str | None) -> Any:
+        if old is None or new is None or ROOT in (old, new) or old == new:
+            return None
+        if new.startswith(old + "/"):
+            return None
+        if old in self.files:
+            moves = [(old, new)]
+        else:
+            moves = [(p, new + p[len(old) :]) for p in self.under(old)]
+            if not moves:
+                return None
+        if any(len(target) > MAX_PATH_CHARS for _, target in moves):
+            return None
+        if new in self.files or self.under(new) or any(a in self.files for a in ancestors(new)):
+            return None
+        texts = {src: self.files.pop(src) for src, _ in moves}
+        for src, target in moves:
+            self.files[target] = texts[src]
+        self.events += len(moves)
+        return True
+
+
+def expected_listing(directory: str, entries: dict[str, str]) -> str:
+    """Anthropic's two-level listing with du-style sizes (all sizes here are < 1024)."""
+    prefix = directory + "/"
+    rows: dict[tuple[str, ...], list[int]] = {}
+    total = 0
+    for path, text in entries.items():
+        total += len(text)
+        parts = tuple(path[len(prefix) :].split("/"))
+        for depth in range(1, min(len(parts), 2) + 1):
+            if parts[depth - 1].startswith(".") or parts[depth - 1] == "node_modules":
+                break
+            row = rows.setdefault(parts[:depth], [0, int(depth < len(parts))])
+            row[0] += len(text)
+    lines = [
+        f"Here're the files and directories up to 2 levels deep in {directory}, "
+        "excluding hidden items and node_modules:",
+        f"{total}\t{directory}",
+    ]
+    for key in sorted(rows):
+        size, is_dir = rows[key]
+        lines.append(f"{size}\t{prefix}{'/'.join(key)}{'/' if is_dir else ''}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ generated input
+
+CANONICAL = [
+    "/memories/a.md",
+    "/memories/b.md",
+    "/memories/d",
+    "/memories/d/x.md",
+    "/memories/d/y.md",
+    "/memories/d/e",
+    "/memories/d/e/z.md",
+    "/memories/a.md/sub.md",
+    "/memories/caf\u00e9.md",
+    "/memories/first..last.md",
+    "/memories/.hidden.md",
+    "/memories/A.md",
+    "/memories/d_x/n.md",
+]
+
+
+def _pct(text: str) -> str:
+    return "".join(f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+def spellings(path: str) -> list[str]:
+    """Other spellings of one canonical path, all meaning the same file."""
+    out = [path, path + "/", path.replace("/", "//"), "//" + path[1:]]
+    body = path[len(ROOT) :]
+    first = body[1]
+    out.append(ROOT + "/" + _pct(first) + body[2:])  # one character percent-encoded
+    out.append(ROOT + "/" + _pct(_pct(first)) + body[2:])  # ... twice
+    out.append(ROOT + "/" + _pct(_pct(_pct(first))) + body[2:])  # ... three times
+    out.append(ROOT + body.replace("/", "%2F"))  # encoded slashes
+    out.append(unicodedata.normalize("NFD", path))
+    return out
+
+
+VALID = [(raw, path) for path in CANONICAL for raw in spellings(path)]
+INVALID = [
+    "/memories/../x.md", "/memories/%2e%2e/x.md", "/memories/%252e%252e/x.md", "/memoriesX/a.md",
+    "/memories_backup/a.md", "/memories\\a.md", "/memories/a\x00.md", "/memories/a\tb.md", "",
+    "relative.md", "/memories/ a.md", "/memories/d/./x.md", "/Memories/a.md",
+    "/memories/\uff0e\uff0e/x.md", "/memories/a\u2215b.md", "/memories/" + "n" * 1001,
+]
+ROOTS = [ROOT, ROOT + "/", ROOT + "//", "/memories/%2F"]
+
+CORE = ["/memories/a.md", "/memories/d/x.md", "/memories/d/e/z.md", "/memories/d", "/memories/b.md"]
+_valid = st.sampled_from(VALID)
+paths = st.sampled_from(
+    [(p, p) for p in CORE] * 6
+    + VALID
+    + [(raw, None) for raw in INVALID]
+    + [(raw, ROOT) for raw in ROOTS] * 3
+)
+"""(raw spelling, canonical path or None for an invalid path); mostly valid spellings."""
+
+PIECES = ["a", "b", "x", " ", "\t", "\n", "\r\n", "\u20ac", "\U0001f355", "e\u0301", "\u00e9", "-"]
+texts = st.lists(st.sampled_from(PIECES), max_size=10).map("".join)  # "" included
+view_ranges = st.one_of(
+    st.none(),
+    st.tuples(st.integers(-1, 6), st.integers(-2, 8)),
+)
+
+
+class MemoryMachine(RuleBasedStateMachine):
+    """The MEMORY tool on a fresh shared store versus :class:`Model`."""
+
+    engine: Engine  # set by the test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.code = f"prop-{os.getpid()}-{next(_counter)}"
+        self.key = f"shared:{self.code}"
+        self.model = Model(CAPS)
+        self.neighbour = f"{self.code}-n"
+        seed = {"command": "create", "path": "/memories/a.md", "file_text": "neighbour\r\n\tkeeps\n"}
+        with self.engine.begin() as c:
+            assert not MemoryTool.for_store(c, self.neighbour).execute(seed).startswith(ERROR)
+        self.neighbour_state = self._state(f"shared:{self.neighbour}")
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def run(self, arguments: dict[str, Any]) -> str:
+        with self.engine.connect() as c:
+            with c.begin():
+                text = MemoryTool.for_store(c, self.code, caps=CAPS).execute(arguments)
+                assert c.exec_driver_sql("SELECT 1").scalar() == 1  # transaction still usable
+        assert isinstance(text, str)
+        return text
+
+    def _state(self, key: str) -> tuple[dict[str, tuple[str, int]], int]:
+        with committed_view(self.engine) as c:
+            rows = c.execute(
+                sa.select(files.c.file_path, files.c.body, files.c.char_count)
+                .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+                .where(stores.c.store_key == key)
+            ).all()
+            n_events = c.execute(
+                sa.select(sa.func.count()).select_from(audit_events).where(audit_events.c.store_key == key)
+            ).scalar_one()
+        return {p: (b or "", n) for p, b, n in rows}, n_events
+
+    def check(self, text: str, expected: Any) -> None:
+        if expected is None:
+            assert text.startswith(ERROR), f"expected an error, got {text[:300]!r}"
+        else:
+            assert not text.startswith(ERROR), f"expected success, got {text[:300]!r}"
+        text.encode("utf-8")
+
+    # -- rules ----------------------------------------------------------------------------------
+
+    @rule(path=paths, view_range=view_ranges)
+    def view(self, path: tuple[str, str | None], view_range: tuple[int, int] | None) -> None:
+        raw, canonical = path
+        args: dict[str, Any] = {"command": "view", "path": raw}
+        if view_range is not None:
+            args["view_range"] = list(view_range)
+        expected = self.model.view(canonical, view_range)
+        text = self.run(args)
+        self.check(text, expected)
+        if expected is None:
+            return
+        kind, value = expected
+        if kind == "file" and view_range is None:
+            lines = split_lines(value)
+            header = f"Here's the content of {canonical} with line numbers:"
+            if lines:
+                assert text == "\n".join([header, *(f"{n:>6}\t{line}" for n, line in enumerate(lines, 1))])
+            else:
+                assert text.startswith(header + "\n")
+        elif kind == "dir":
+            assert canonical is not None
+            assert text == expected_listing(canonical, {p: self.model.files[p] for p in value})
+
+    @rule(path=paths, text=texts)
+    def create(self, path: tuple[str, str | None], text: str) -> None:
+        raw, canonical = path
+        expected = self.model.create(canonical, text)
+        self.check(self.run({"command": "create", "path": raw, "file_text": text}), expected)
+
+    @rule(path=paths, data=st.data(), new=st.one_of(st.none(), texts))
+    def str_replace(self, path: tuple[str, str | None], data: st.DataObject, new: str | None) -> None:
+        raw, canonical = path
+        current = self.model.files.get(canonical or "", "")
+        if current and data.draw(st.booleans(), label="from the file"):
+            start = data.draw(st.integers(0, len(current) - 1), label="start")
+            end = data.draw(st.integers(start, len(current)), label="end")
+            old = current[start:end]
+        else:
+            old = data.draw(texts, label="old_str")
+        args: dict[str, Any] = {"command": "str_replace", "path": raw, "old_str": old}
+        if new is not None:
+            args["new_str"] = new
+        expected = self.model.str_replace(canonical, old, new)
+        self.check(self.run(args), expected)
+
+    @rule(path=paths, line=st.integers(-2, 8), text=texts)
+    def insert(self, path: tuple[str, str | None], line: int, text: str) -> None:
+        raw, canonical = path
+        expected = self.model.insert(canonical, line, text)
+        args = {"command": "insert", "path": raw, "insert_line": line, "insert_text": text}
+        self.check(self.run(args), expected)
+
+    @rule(path=paths)
+    def delete(self, path: tuple[str, str | None]) -> None:
+        raw, canonical = path
+        expected = self.model.delete(canonical)
+        self.check(self.run({"command": "delete", "path": raw}), expected)
+
+    @rule(old=paths, new=paths)
+    def rename(self, old: tuple[str, str | None], new: tuple[str, str | None]) -> None:
+        expected = self.model.rename(old[1], new[1])
+        self.check(self.run({"command": "rename", "old_path": old[0], "new_path": new[0]}), expected)
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data(), view_range=view_ranges)
+    def view_something_that_exists(self, data: st.DataObject, view_range: tuple[int, int] | None) -> None:
+        """Steer towards successful views: a file or a directory that exists, in any spelling."""
+        candidates = sorted(set(self.model.files) | {a for p in self.model.files for a in ancestors(p)})
+        path = data.draw(st.sampled_from(candidates), label="path")
+        self.view((data.draw(st.sampled_from(spellings(path)), label="spelling"), path), view_range)
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data())
+    def delete_something_that_exists(self, data: st.DataObject) -> None:
+        candidates = sorted(set(self.model.files) | {a for p in self.model.files for a in ancestors(p)})
+        path = data.draw(st.sampled_from(candidates), label="path")
+        self.delete((data.draw(st.sampled_from(spellings(path)), label="spelling"), path))
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data(), new=_valid)
+    def rename_something_that_exists(self, data: st.DataObject, new: tuple[str, str]) -> None:
+        """Steer towards successful renames: a file or a directory that exists."""
+        candidates = sorted(set(self.model.files) | {a for p in self.model.files for a in ancestors(p)})
+        old = data.draw(st.sampled_from(candidates), label="old_path")
+        spelled = data.draw(st.sampled_from(spellings(old)), label="old spelling")
+        expected = self.model.rename(old, new[1])
+        self.check(self.run({"command": "rename", "old_path": spelled, "new_path": new[0]}), expected)
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data())
+    def edit_an_existing_file(self, data: st.DataObject) -> None:
+        """Steer towards successful edits: an existing file, a unique old_str when there is one."""
+        path = data.draw(st.sampled_from(sorted(self.model.files)), label="path")
+        text = self.model.files[path]
+        unique = [text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)
+                  if occurrences(text, text[i:j]) == 1]
+        if unique and data.draw(st.booleans(), label="str_replace"):
+            old = data.draw(st.sampled_from(unique[:50]), label="old_str")
+            new = data.draw(texts, label="new_str")
+            expected = self.model.str_replace(path, old, new)
+            self.check(self.run({"command": "str_replace", "path": path, "old_str": old, "new_str": new}), expected)
+        else:
+            line = data.draw(st.integers(0, len(split_lines(text))), label="line")
+            ins = data.draw(texts, label="insert_text")
+            expected = self.model.insert(path, line, ins)
+            self.check(self.run({"command": "insert", "path": path, "insert_line": line, "insert_text": ins}), expected)
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def store_equals_model(self) -> None:
+        state, n_events = self._state(self.key)
+        assert {p: t for p, (t, _n) in state.items()} == self.model.files
+        for path, (text, chars) in state.items():
+            assert chars == len(text), path
+        assert n_events == self.model.events, "one audit event per change"
+        assert len(state) <= CAPS.max_files
+        assert all(len(t) <= CAPS.max_file_chars for t, _ in state.values())
+        assert CAPS.max_store_chars is None or sum(len(t) for t, _ in state.values()) <= CAPS.max_store_chars
+
+    @invariant()
+    def neighbour_is_untouched(self) -> None:
+        assert self._state(f"shared:{self.neighbour}") == self.neighbour_state
+
+
+def _budget(engine: Engine) -> tuple[int, int]:
+    examples = int(os.environ.get("DBMEMORY_PROPERTY_EXAMPLES", "60"))
+    steps = int(os.environ.get("DBMEMORY_PROPERTY_STEPS", "40"))
+    return examples, steps
+
+
+def test_memory_tool_agrees_with_the_reference_model(engine: Engine) -> None:
+    examples, steps = _budget(engine)
+    machine = type("Machine", (MemoryMachine,), {"engine": engine})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+
+
+def test_model_examples_from_the_cases() -> None:
+    """The model itself follows cases C2-C5 (so a disagreement points at the store)."""
+    m = Model(Caps())
+    assert m.create("/memories/p.md", "## Notes\n- (none yet)\n")
+    assert m.str_replace("/memories/p.md", "## Notes\n- (none yet)", "## Notes\n- prefers tea")
+    assert m.files["/memories/p.md"] == "## Notes\n- prefers tea\n"
+    m.files["/memories/t.md"] = "a\nb\nc\n"
+    assert m.insert("/memories/t.md", 0, "TOP") and m.files["/memories/t.md"] == "TOP\na\nb\nc\n"
+    m.files["/memories/t.md"] = "a\nb\nc\n"
+    assert m.insert("/memories/t.md", 3, "END\n") and m.files["/memories/t.md"] == "a\nb\nc\nEND\n"
+    assert m.insert("/memories/t.md", 5, "x") is None
+    m.files["/memories/tea.md"] = "tea, tea\n"
+    assert m.str_replace("/memories/tea.md", "tea", "x") is None
+    assert m.view("/memories/t.md", (0, 0)) is None
+    assert expected_listing("/memories", {"/memories/d/e/z.md": "abc", "/memories/.h": "x"}) == (
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden "
+        "items and node_modules:\n4\t/memories\n3\t/memories/d/\n3\t/memories/d/e/"
+    )
+
+
+# ------------------------------------------------------------------ path validation property
+
+SEGMENT_PIECES = [
+    "a", "b", "Z", "0", ".", "..", "-", "_", " ", "é", "e\u0301", "\u00c5", "A\u030a", "%",
+    "%2e", "%2E", "%252e", "%25252e", "%2f", "%2F", "%252f", "%5c", "%5C", "%00", "%0a", "%ff",
+    "%c0%af", "%e2%88%95", "/", "//", "\\", "\u2215", "\u2044", "\uff0f", "\uff3c", "\u29f8",
+    "\uff0e", "\u2024", "\u2025", "\u2026", "\x00", "\x1f", "\x7f", "\u0085", "\u200b", "\u202e",
+    "\ufeff", "\u2028", "\ud800", "\U0001f355", "\u0130", "\u212a", "~", ":", "*", "?", "\t",
+]
+raw_paths = st.builds(
+    lambda prefix, pieces, suffix: prefix + "".join(pieces) + suffix,
+    st.sampled_from(["/memories/", "/memories", "/memories//", "//memories/", "/memories%2f",
+                     "/memories%252f", "/Memories/", "memories/", "/memories/../memories/",
+                     "/memories/.", "/memories\\", "", "/", "%2fmemories%2f"]),
+    st.lists(st.sampled_from(SEGMENT_PIECES), max_size=12),
+    st.sampled_from(["", "/", ".md", "/..", "/.", "%2f..", "//", "/x" * 600]),
+)
+
+
+def _nfkc_dots(segment: str) -> bool:
+    return unicodedata.normalize("NFKC", segment) in (".", "..")
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(raw=raw_paths)
+def test_no_generated_path_resolves_outside_memories(raw: str) -> None:
+    try:
+        path = normalize_path(raw)
+    except InvalidPathError:
+        return
+    assert path == ROOT or path.startswith(ROOT + "/"), (raw, path)
+    assert posixpath.normpath(path) == path, (raw, path)  # no '.', '..', '//' or trailing '/'
+    assert len(path) <= MAX_PATH_CHARS
+    assert unicodedata.is_normalized("NFC", path)
+    assert "\\" not in path
+    assert not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path), (raw, path)
+    assert not any(ch in "\u2215\u2044\uff0f\uff3c\u29f8" for ch in path), (raw, path)
+    assert not any(_nfkc_dots(s) for s in path.split("/")[2:]), (raw, path)
+    assert normalize_path(path) == path, "canonical paths are fixed points"
+    # the decoded text, read as a file-system path, stays inside /memories
+    assert posixpath.normpath(posixpath.join("/", path)).startswith(ROOT)
+
+
+names = st.text(
+    alphabet=st.sampled_from(list("abcXYZ019-_.~ é€🍕") + ["\u00c5", "\u0130"]), min_size=1, max_size=8
+).filter(lambda s: s.strip() == s and s not in (".", "..") and not _nfkc_dots(s))
+canonical_paths = st.lists(names, min_size=1, max_size=4).map(lambda parts: ROOT + "/" + "/".join(parts))
+
+
+def _encode_some(text: str, data: st.DataObject) -> str:
+    """Percent-encode some characters, some of them several times over."""
+    out = []
+    for ch in text:
+        level = data.draw(st.sampled_from([0, 0, 0, 1, 2, 3]))
+        piece = ch
+        for _ in range(level):
+            piece = quote(piece, safe="")
+        out.append(piece)
+    return "".join(out)
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(path=canonical_paths, data=st.data())
+def test_every_spelling_of_one_file_resolves_to_one_key(path: str, data: st.DataObject) -> None:
+    try:
+        key = normalize_path(path)
+    except InvalidPathError:
+        return  # e.g. over-long after joining: nothing to compare
+    assert key == unicodedata.normalize("NFC", path)
+    body = key[len(ROOT) :]
+    spelled = data.draw(st.sampled_from(["nfd", "slashes", "trailing", "encoded", "all"]), label="how")
+    raw = key
+    if spelled in ("nfd", "all"):
+        raw = unicodedata.normalize("NFD", raw)
+    if spelled in ("encoded", "all"):
+        raw = ROOT + _encode_some(raw[len(ROOT) :], data)
+    if spelled in ("slashes", "all"):
+        raw = raw.replace("/", "//", data.draw(st.integers(1, 3)))
+    if spelled in ("trailing", "all"):
+        raw += "/"
+    assert normalize_path(raw) == key, (raw, key, body)
+
+
+# ------------------------------------------------------------------------------- isolation
+
+SCOPE_PAIRS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    # scope: (enable_for_agent kwargs, tool kwargs of A, tool kwargs of B)
+    "user": ({"scope": "user"}, {"user_id": "alice"}, {"user_id": "bob"}),
+    "session": ({"scope": "session"}, {"session_id": "s-1"}, {"session_id": "s-2"}),
+    "context": ({"scope": "context", "context_key": "doc"}, {"run_context": {"doc": "7"}},
+                {"run_context": {"doc": "8"}}),
+    "agent": ({"scope": "agent"}, {}, {}),
+}
+
+commands = st.one_of(
+    st.builds(lambda p, t: {"command": "create", "path": p[0], "file_text": t}, paths, texts),
+    st.builds(lambda p, t: {"command": "str_replace", "path": p[0], "old_str": "a", "new_str": t}, paths, texts),
+    st.builds(lambda p, n, t: {"command": "insert", "path": p[0], "insert_line": n, "insert_text": t},
+              paths, st.integers(0, 3), texts),
+    st.builds(lambda p: {"command": "delete", "path": p[0]}, paths),
+    st.builds(lambda p, q: {"command": "rename", "old_path": p[0], "new_path": q[0]}, paths, paths),
+    st.builds(lambda p: {"command": "view", "path": p[0]}, paths),
+)
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPE_PAIRS))
+def test_no_sequence_of_calls_for_a_reads_or_changes_anything_of_b(engine: Engine, scope: str) -> None:
+    """Agent/user A's calls never show or change B's store, whatever the scope (B is another
+    user, session or context value of the same agent, or another agent for agent scope)."""
+    from dbmemory import enable_for_agent
+
+    enable, a_kwargs, b_kwargs = SCOPE_PAIRS[scope]
+    agent_a = f"ISO-{scope}"
+    agent_b = agent_a if scope != "agent" else f"ISO-{scope}-B"
+    with engine.begin() as c:
+        enable_for_agent(c, agent_a, **enable)
+        if agent_b != agent_a:
+            enable_for_agent(c, agent_b, **enable)
+        tool_b = MemoryTool(c, agent_b, **b_kwargs)
+        for path in ("/memories/a.md", "/memories/d/x.md", "/memories/b.md"):
+            assert tool_b.execute({"command": "create", "path": path, "file_text": f"B secret {path}\n"}).startswith("File")
+        key_b = tool_b.store.store_key
+
+    def state_b() -> dict[str, str]:
+        with committed_view(engine) as c:
+            return {p: b or "" for p, b in c.execute(
+                sa.select(files.c.file_path, files.c.body)
+                .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+                .where(stores.c.store_key == key_b)
+            ).all()}
+
+    before = state_b()
+
+    @settings(max_examples=15, stateful_step_count=10, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(calls=st.lists(commands, min_size=1, max_size=12))
+    def run(calls: list[dict[str, Any]]) -> None:
+        for arguments in calls:
+            with engine.begin() as c:
+                tool_a = MemoryTool(c, agent_a, **a_kwargs)
+                assert tool_a.store.store_key != key_b
+                text = tool_a.execute(arguments)
+            assert "B secret" not in text, text
+        assert state_b() == before
+
+    run()
