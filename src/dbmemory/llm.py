@@ -174,6 +174,8 @@ def _import_litellm() -> Any:
         raise MissingDependencyError(
             f"calling a language model needs litellm, which is not installed: {LLM_EXTRA_HINT}"
         ) from exc
+    # No "Give Feedback / Get Help" banners on stderr: dbmemory reports errors itself.
+    litellm.suppress_debug_info = True
     return litellm
 
 

@@ -165,11 +165,18 @@ def edit(
         if new_text is None:
             typer.echo("No change: the editor was closed without saving")
             return
+    _check_edited_text(new_text)
     old = parse_profile(current, default_user_id=user_id)
     edited = parse_profile(new_text, default_user_id=user_id)
     edited.user_id, edited.schema_version = old.user_id, old.schema_version
     edited.last_updated, edited.turn_count, edited.extra = old.last_updated, old.turn_count, old.extra
     canonical = render_profile(edited)
+    if record is not None and canonical == record.text:
+        if as_json:
+            print_json({"user_id": user_id, "version": record.version, "chars": record.chars, "changed": False})
+        else:
+            typer.echo(f"No change: the profile of {user_id} already has this text (version {record.version})")
+        return
     with transaction(url, "writing a profile") as conn:
         written = write_profile(
             conn, user_id, canonical,
@@ -180,6 +187,25 @@ def edit(
         print_json({"user_id": user_id, "version": written.version, "chars": written.chars})
     else:
         typer.echo(f"Profile of {user_id} saved (version {written.version}, {written.chars} characters)")
+
+
+def _check_edited_text(text: str) -> None:
+    """Refuse an edited text that would silently lose content: no profile section at all, or
+    text before the first section (only frontmatter and the ``# User Memory`` title may be)."""
+    from dbmemory.profile.format import SECTIONS, parse_body, split_frontmatter
+
+    parsed = parse_body(split_frontmatter(text)[1])
+    if not parsed.found:
+        raise InvalidArgumentError(
+            "the text has none of the profile sections ("
+            + ", ".join(f"## {name}" for name in SECTIONS)
+            + "): nothing was saved; start from 'dbmemory profile show' and edit that"
+        )
+    if parsed.preamble.strip():
+        raise InvalidArgumentError(
+            "the text has content before the first section, which the profile cannot keep: "
+            "move it into a section (nothing was saved)"
+        )
 
 
 @profile_app.command("delete")
@@ -301,7 +327,8 @@ def consolidate(
 
     Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY). Prints
     the outcome (updated, noop, unchanged, rejected, scrub_veto, conflict, disabled, error)
-    and each model call; exits 1 on error or conflict.
+    and each model call; exits 1 on error or conflict, and when a model call failed (no key,
+    no network, timeout): the old profile is kept then.
 
     Example:
 
@@ -339,5 +366,5 @@ def consolidate(
                 f"  {call.purpose}: {call.prompt_tokens}+{call.completion_tokens} tokens, "
                 f"{call.seconds:.2f}s, {status}"
             )
-    if result.outcome in ("error", "conflict"):
+    if result.outcome in ("error", "conflict") or result.reason == "model_error":
         raise typer.Exit(1)

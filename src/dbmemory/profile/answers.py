@@ -132,6 +132,31 @@ def _drop_trailing_prose(lines: list[str]) -> list[str]:
     return lines
 
 
+_FRONTMATTER_KEY = re.compile(r"^(?:user_id|schema_version|last_updated|turn_count)\s*:")
+
+
+def _repeats_a_profile(lines: list[str]) -> bool:
+    """Whether the body holds more than one profile: a section heading twice, a second
+    ``# User Memory`` title, or a frontmatter block (``---`` then ``user_id:``...) inside it."""
+    seen: set[str] = set()
+    titles = 0
+    for index, line in enumerate(lines):
+        if _TITLE.match(line):
+            titles += 1
+            if titles > 1:
+                return True
+        heading = _HEADING.match(line)
+        name = canonical_section(heading.group(1)) if heading is not None else None
+        if name is not None:
+            if name in seen:
+                return True
+            seen.add(name)
+        if line.strip() == "---" and index + 1 < len(lines):
+            if _FRONTMATTER_KEY.match(lines[index + 1].strip()):
+                return True
+    return False
+
+
 def extract_body(answer: str | None) -> Extracted:
     """Take a complete profile body out of a model answer.
 
@@ -141,7 +166,9 @@ def extract_body(answer: str | None) -> Extracted:
     Returns:
         :class:`Extracted`: the parsed body, or the reason it was refused (``"empty"``,
         ``"not_a_profile"`` when no section heading, a stray ``NOOP`` line or a leftover fence,
-        ``"missing_sections"`` when fewer than six sections).
+        ``"duplicate_sections"`` when the answer holds more than one profile (a section or the
+        title twice, or a frontmatter block inside the body), ``"missing_sections"`` when fewer
+        than six sections).
     """
     if answer is None or not answer.strip():
         return Extracted(None, "empty")
@@ -165,6 +192,8 @@ def extract_body(answer: str | None) -> Extracted:
     for line in body_lines:
         if _FENCE_LINE.match(line) or first_word(line) == "noop" and len(line.strip()) <= 12:
             return Extracted(None, "not_a_profile")
+    if _repeats_a_profile(body_lines):
+        return Extracted(None, "duplicate_sections")
     body_lines = _drop_trailing_prose(body_lines)
     parsed = parse_body("\n".join(body_lines))
     if not parsed.complete:

@@ -99,7 +99,7 @@ class ConsolidationResult:
             kept), ``"scrub_veto"``, ``"conflict"`` (the profile changed twice meanwhile),
             ``"disabled"`` (the user opted out) or ``"error"`` (database or unexpected failure).
         reason: detail: ``"gate"``, ``"model"``, ``"empty"``, ``"truncated"``, ``"model_error"``,
-            ``"missing_sections"``, ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``,
+            ``"missing_sections"``, ``"duplicate_sections"``, ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``,
             an error message, or None.
         text: the profile text now stored (the new text when updated), or None when none exists.
         version: its file version, or None.

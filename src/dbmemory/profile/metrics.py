@@ -55,6 +55,7 @@ REJECT_REASONS = (
     "truncated",
     "model_error",
     "missing_sections",
+    "duplicate_sections",
     "not_a_profile",
     "scrub_error",
     "scrub_invalid",
