@@ -127,3 +127,24 @@ def test_consolidate_runs_one_post_turn_step(url: str, monkeypatch: pytest.Monke
     assert data["outcome"] == "updated" and data["version"] == 1
     assert [c["purpose"] for c in data["calls"]] == ["gate", "rewrite", "scrub"]
     assert fake.models == ["gpt-4o-mini"] * 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["oops", "", "intro line\n## Identity\n- Name: Ann\n"],
+    ids=["no-sections", "empty", "text-before-the-first-section"],
+)
+def test_edit_refuses_text_that_would_lose_content_and_keeps_the_profile(url: str, text: str) -> None:
+    ok(run(url, "profile", "edit", "u-77", "--text", "## Identity\n- Name: Ann\n"))
+    before = ok(run(url, "profile", "show", "u-77")).stdout
+    result = run(url, "profile", "edit", "u-77", "--text", text)
+    assert result.exit_code == 2, result.output
+    assert "nothing was saved" in result.output
+    assert ok(run(url, "profile", "show", "u-77")).stdout == before
+
+
+def test_edit_with_the_same_text_writes_nothing(url: str) -> None:
+    ok(run(url, "profile", "edit", "u-78", "--text", "## Identity\n- Name: Bo\n"))
+    shown = ok(run(url, "profile", "show", "u-78")).stdout
+    result = ok(run(url, "profile", "edit", "u-78", "--text", shown))
+    assert "No change" in result.stdout and "version 1" in result.stdout
