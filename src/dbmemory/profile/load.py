@@ -11,11 +11,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dbmemory.errors import DbMemoryError
+from dbmemory.profile import tokens
 from dbmemory.profile.budget import hard_truncate
+from dbmemory.profile.cache import Derived, load_cache
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.events import LOADING, StepLogger, run_step
 from dbmemory.profile.format import parse_profile, render_body
-from dbmemory.profile.optout import is_user_memory_enabled
+from dbmemory.profile.optout import (
+    forget_settings_table,
+    is_user_memory_enabled,
+    settings_table_seen,
+)
 from dbmemory.profile.prompts import defuse
 from dbmemory.profile.store import read_profile
 from dbmemory.profile.tokens import count_tokens
@@ -23,6 +30,7 @@ from dbmemory.profile.tokens import count_tokens
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from dbmemory.model import FileRecord
     from dbmemory.profile.metrics import ProfileMetrics
 
 __all__ = ["UserMemoryState", "load_user_memory", "memory_prompt_section", "SECTION_TITLE"]
@@ -72,6 +80,13 @@ def load_user_memory(
     the consolidation uses (:meth:`UserMemoryConfig.effective_model`); an over-budget stored
     profile is hard-truncated in memory for this turn (the file is not changed here).
 
+    Cost: one ``SELECT`` reads the profile and the user's opt-out flag together (a first load on
+    a database connection checks the flag apart, once, in a savepoint: see
+    :func:`~dbmemory.profile.optout.is_user_memory_enabled`; a user without a profile costs a
+    second ``SELECT`` for the flag). What is derived from the text (parsed body, budget fit,
+    token count) is kept per process with the file's version (:mod:`dbmemory.profile.cache`),
+    so an unchanged profile is not parsed or counted again.
+
     Args:
         conn: a SQLAlchemy connection.
         user_id: the signed-in user's id (any string; see :func:`~dbmemory.profile.store.encode_user_id`).
@@ -95,31 +110,86 @@ def load_user_memory(
     outcome = "error"
     try:
         with run_step(step_logger, LOADING) as step:
-            if not is_user_memory_enabled(conn, user_id):
-                outcome = "disabled"
-                step.detail = "memory is off for this user"
-                return None
-            record = read_profile(conn, user_id, root_folder=config.root_folder)
+            flag_read = False
+            if not settings_table_seen(conn):
+                # first load on this database connection: the safe check (savepoint; a
+                # database without the settings table counts as "nobody opted out")
+                if not is_user_memory_enabled(conn, user_id):
+                    outcome = "disabled"
+                    step.detail = "memory is off for this user"
+                    return None
+                flag_read = True
+            try:
+                record = read_profile(
+                    conn, user_id, root_folder=config.root_folder, unless_opted_out=not flag_read
+                )
+            except DbMemoryError:
+                if not flag_read:
+                    forget_settings_table(conn)  # check the table again on the next load
+                raise
             if record is None:
-                outcome = "empty"
-                step.detail = "no profile yet"
+                if not flag_read and not is_user_memory_enabled(conn, user_id):
+                    outcome = "disabled"
+                    step.detail = "memory is off for this user"
+                else:
+                    outcome = "empty"
+                    step.detail = "no profile yet"
                 return None
-            profile = parse_profile(record.text, default_user_id=user_id)
-            fitted = hard_truncate(profile, max_tokens=config.max_tokens, model=model)
-            outcome = "truncated" if fitted.truncated else "loaded"
+            derived = _derive(record, user_id, max_tokens=config.max_tokens, model=model)
+            outcome = "truncated" if derived.truncated else "loaded"
             step.detail = "profile loaded"
-            metrics.size(fitted.tokens, len(fitted.text))
+            metrics.size(derived.fitted_tokens, derived.fitted_chars)
             return UserMemoryState(
                 user_id=user_id,
                 text=record.text,
-                body=render_body(fitted.profile.sections),
+                body=derived.body,
                 store_id=record.store_id,
                 version=record.version,
-                token_count=fitted.tokens if fitted.truncated else count_tokens(record.text, model),
-                truncated=fitted.truncated,
+                token_count=derived.token_count,
+                truncated=derived.truncated,
             )
     finally:
         metrics.load(outcome, time.perf_counter() - started)
+
+
+def _derive(record: FileRecord, user_id: str, *, max_tokens: int, model: str | None) -> Derived:
+    """Body, budget fit and token count of ``record``'s text: from the cache, or derived once.
+
+    The key names everything the result depends on besides the text (which the cache compares
+    on every hit): the file and its version, the user id (the default of a frontmatter without
+    one), the tokenizer (encoding name, and whether it could be loaded or the character estimate
+    counts) and the budget.
+    """
+    encoding = tokens.encoding_name_for_model(model)
+    key = (
+        record.store_id,
+        record.file_id,
+        record.version,
+        user_id,
+        encoding,
+        tokens.get_encoding(encoding) is not None,
+        max_tokens,
+    )
+    cache = load_cache()
+    derived = cache.get(key, record.text)
+    if derived is not None:
+        return derived
+    profile = parse_profile(record.text, default_user_id=user_id)
+    fitted = hard_truncate(profile, max_tokens=max_tokens, model=model)
+    if fitted.truncated or fitted.text == record.text:
+        token_count = fitted.tokens  # the stored text is the canonical one: counted already
+    else:
+        token_count = count_tokens(record.text, model)
+    derived = Derived(
+        text=record.text,
+        body=render_body(fitted.profile.sections),
+        token_count=token_count,
+        truncated=fitted.truncated,
+        fitted_tokens=fitted.tokens,
+        fitted_chars=len(fitted.text),
+    )
+    cache.put(key, derived)
+    return derived
 
 
 def memory_prompt_section(state: UserMemoryState | None) -> str:

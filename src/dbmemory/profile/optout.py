@@ -33,6 +33,7 @@ __all__ = [
     "USER_SETTINGS_TABLE",
     "is_user_memory_enabled",
     "set_user_memory_enabled",
+    "settings_table_seen",
 ]
 
 USER_SETTINGS_TABLE = "dbm_user_settings"
@@ -44,20 +45,50 @@ SCHEMA_HAS_TABLE = hasattr(schema, "user_settings")
 """Whether the schema module defines the table (False: the private fallback is used)."""
 
 
+_SELECT_ENABLED = sa.select(user_settings.c.memory_enabled).where(
+    user_settings.c.user_key == sa.bindparam("p_user_key")
+)
+
+_TABLE_SEEN = "dbmemory.user_settings_table"
+"""Key in ``Connection.info`` (kept with the DB-API connection across pool check-outs): this
+database connection has read ``dbm_user_settings`` successfully, so the table exists."""
+
+
 def _select(user_key: str) -> sa.Select[tuple[bool]]:
     return sa.select(user_settings.c.memory_enabled).where(user_settings.c.user_key == user_key)
+
+
+def settings_table_seen(conn: Connection) -> bool:
+    """Whether ``conn``'s database connection has already read ``dbm_user_settings``.
+
+    Then the table is known to exist and the setting is read with a plain ``SELECT`` (no
+    savepoint, no ``has_table``), alone or joined to the profile read
+    (:func:`~dbmemory.profile.store.read_profile` with ``unless_opted_out=True``).
+    """
+    return bool(conn.info.get(_TABLE_SEEN))
 
 
 def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
     """Whether ``user_id`` has memory on (True unless they opted out).
 
-    A database without the settings table counts as "nobody opted out"; the check runs in a
-    savepoint so a missing table never spoils the caller's transaction.
+    A database without the settings table counts as "nobody opted out": the first check on a
+    database connection runs in a savepoint, so a missing table never spoils the caller's
+    transaction. Once the table has been read on that connection (the usual case: the
+    migrations create it) the check is one plain ``SELECT``.
 
     Raises:
         InvalidScopeError: invalid user id.
+        StorageError: the database failed (also when the table disappears after it was read:
+            run ``dbmemory db upgrade``).
     """
     user_key = encode_user_id(user_id)
+    if settings_table_seen(conn):
+        try:
+            value = conn.execute(_SELECT_ENABLED, {"p_user_key": user_key}).scalar_one_or_none()
+        except sa.exc.SQLAlchemyError as exc:
+            forget_settings_table(conn)
+            raise translate_db_error(exc, "reading the memory setting") from exc
+        return value is None or bool(value)
     try:
         with conn.begin_nested():
             value = conn.execute(_select(user_key)).scalar_one_or_none()
@@ -65,7 +96,16 @@ def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         if _table_exists(conn):
             raise translate_db_error(exc, "reading the memory setting") from exc
         return True
+    conn.info[_TABLE_SEEN] = True
     return value is None or bool(value)
+
+
+def forget_settings_table(conn: Connection) -> None:
+    """Drop the "table seen" mark of ``conn`` (after a failed read: check again next time)."""
+    try:
+        conn.info.pop(_TABLE_SEEN, None)
+    except sa.exc.SQLAlchemyError:  # the connection is closed or invalidated: nothing to forget
+        pass
 
 
 def _table_exists(conn: Connection) -> bool:

@@ -2,8 +2,13 @@
 
 The profile is the ordinary file :data:`PROFILE_PATH` in the user's context-scoped store with the
 key ``context:<root_folder>:user_id:<encoded user id>`` (issue 3, "Storage"). There is no second
-storage path: every read and write goes through :mod:`dbmemory.files`, so caps, locks, the audit
-log and the expiry exemption apply. Profiles are written with ``expiry_exempt=True``.
+storage path for changes: every write and delete goes through :mod:`dbmemory.files`, so caps,
+locks, the audit log and the expiry exemption apply. Profiles are written with
+``expiry_exempt=True``. The read (:func:`read_profile`, once per turn) is one ``SELECT`` defined
+here: the file by its store key (the store id as a scalar subquery, as in
+:mod:`dbmemory.statements`), optionally with the user's opt-out flag as a second scalar subquery,
+so a turn's load costs one round trip. It takes no lock and does not touch the file (profiles are
+expiry-exempt).
 
 User-id encoding (:func:`encode_user_id`), deterministic and collision-free: store-key components
 allow only ``[A-Za-z0-9_.-]`` (DESIGN.md section 4). ASCII letters, digits, ``.`` and ``-`` are
@@ -21,15 +26,19 @@ the user id and derives the key itself, so no call for user A can reach user B's
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from dbmemory.errors import InvalidScopeError, NotFoundError
+import sqlalchemy as sa
+
+from dbmemory.db import schema
+from dbmemory.db.dialect import translate_db_error
+from dbmemory.errors import InvalidScopeError
 from dbmemory.keys import MAX_COMPONENT_CHARS, build_store_key
+from dbmemory.model import FileRecord
+from dbmemory.paths import path_hash
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
-
-    from dbmemory.model import FileRecord
 
 __all__ = [
     "PROFILE_PATH",
@@ -132,26 +141,109 @@ def profile_store_key(user_id: str, root_folder: str = DEFAULT_ROOT_FOLDER) -> s
     )
 
 
+def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """The profile read, built once with placeholders: without and with the opt-out flag.
+
+    ``SELECT <file columns> [, (SELECT memory_enabled FROM dbm_user_settings WHERE user_key =
+    :p_user_key) AS memory_enabled] FROM dbm_files WHERE store_id = (SELECT store_id FROM
+    dbm_stores WHERE store_key = :p_store_key) AND path_hash = :p_path_hash``. The store id is a
+    scalar subquery, not a join, so PostgreSQL's generic plan (psycopg prepares repeated
+    statements) stays two index look-ups; the CLOB ``body`` is only selected.
+    """
+    files, stores, settings = schema.files, schema.stores, schema.user_settings
+    store_id = (
+        sa.select(stores.c.store_id)
+        .where(stores.c.store_key == sa.bindparam("p_store_key"))
+        .scalar_subquery()
+    )
+    columns = (
+        files.c.file_id,
+        files.c.store_id,
+        files.c.file_path,
+        files.c.body,
+        files.c.char_count,
+        files.c.version_no,
+        files.c.expiry_exempt,
+        files.c.created_at,
+        files.c.updated_at,
+        files.c.last_accessed_at,
+    )
+    where = (files.c.store_id == store_id, files.c.path_hash == sa.bindparam("p_path_hash"))
+    enabled = (
+        sa.select(settings.c.memory_enabled)
+        .where(settings.c.user_key == sa.bindparam("p_user_key"))
+        .scalar_subquery()
+        .label("memory_enabled")
+    )
+    return sa.select(*columns).where(*where), sa.select(*columns, enabled).where(*where)
+
+
+SELECT_PROFILE, SELECT_PROFILE_AND_SETTING = _profile_statements()
+"""The two forms of :func:`read_profile`'s statement (tests/test_profile_cache.py compiles them
+for Oracle 19c)."""
+
+_PROFILE_PATH_HASH = path_hash(PROFILE_PATH)
+
+
+def _file_record(row: Any) -> FileRecord:
+    return FileRecord(
+        path=row.file_path,
+        chars=row.char_count,
+        version=row.version_no,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_accessed_at=row.last_accessed_at,
+        text=row.body or "",
+        store_id=row.store_id,
+        file_id=row.file_id,
+        expiry_exempt=bool(row.expiry_exempt),
+    )
+
+
 def read_profile(
-    conn: Connection, user_id: str, *, root_folder: str = DEFAULT_ROOT_FOLDER
+    conn: Connection,
+    user_id: str,
+    *,
+    root_folder: str = DEFAULT_ROOT_FOLDER,
+    unless_opted_out: bool = False,
 ) -> FileRecord | None:
     """The stored profile file of ``user_id``, or None when there is none yet.
 
-    Runs in the caller's transaction; commits nothing.
+    One ``SELECT`` (the store found by its key in the same statement). Runs in the caller's
+    transaction; commits nothing, takes no lock, opens no savepoint.
+
+    Args:
+        conn: a SQLAlchemy connection.
+        user_id: whose profile.
+        root_folder: the profile namespace.
+        unless_opted_out: also return None when the user opted out of memory
+            (:mod:`dbmemory.profile.optout`); the flag is read in the same statement, so the
+            ``dbm_user_settings`` table must exist (the migrations create it).
 
     Raises:
         InvalidScopeError: invalid user id or root folder.
         StorageError: the database failed.
     """
-    from dbmemory import files
-
-    store_id = files.find_store_id(conn, profile_store_key(user_id, root_folder))
-    if store_id is None:
-        return None
+    user_key = encode_user_id(user_id)
+    params = {
+        "p_store_key": build_store_key(
+            "context", store_code=root_folder, context_key=CONTEXT_KEY, context_value=user_key
+        ),
+        "p_path_hash": _PROFILE_PATH_HASH,
+    }
+    if unless_opted_out:
+        params["p_user_key"] = user_key
     try:
-        return files.get_file(conn, store_id, PROFILE_PATH)
-    except NotFoundError:
+        row = conn.execute(
+            SELECT_PROFILE_AND_SETTING if unless_opted_out else SELECT_PROFILE, params
+        ).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, f"reading {PROFILE_PATH}") from exc
+    if row is None:
         return None
+    if unless_opted_out and row.memory_enabled is not None and not row.memory_enabled:
+        return None
+    return _file_record(row)
 
 
 def write_profile(
