@@ -62,6 +62,27 @@ class RichChatDisplay:
         self.out.print(f"note: {text}", style="yellow")
 
 
+def _note_memory_tool(engine: Any, agent: str, out: Any) -> None:
+    """Say up front when the agent will run without the MEMORY tool (never enabled, or
+    disabled), so an empty store is not mistaken for an empty memory."""
+    from dbmemory.errors import NotFoundError
+    from dbmemory.stores import get_agent_config
+
+    with engine.connect() as conn:
+        try:
+            config = get_agent_config(conn, agent)
+        except NotFoundError:
+            config = None
+    if config is None or not config.memory_enabled:
+        state = "has no memory configuration" if config is None else "has memory disabled"
+        out.print(
+            f"note: agent {agent!r} {state}: this chat runs without the MEMORY tool (your profile "
+            f"still loads and updates); enable it with 'dbmemory agent enable {agent}'",
+            style="yellow",
+            markup=False,
+        )
+
+
 def chat(
     agent: Annotated[str, typer.Option("--agent", metavar="AGENT", help="Agent code (its memory configuration decides the MEMORY tool).")],
     user: Annotated[str, typer.Option("--user", metavar="USER", help="Your user id (profile and user-scoped stores).")],
@@ -98,6 +119,7 @@ def chat(
     with engine_session(url, "chatting") as engine:
         if ensure_schema(engine):
             out.print("Installed dbmemory's schema in this SQLite database.")
+        _note_memory_tool(engine, agent, out)
         session_id = session or default_session_id()
         display = RichChatDisplay(out)
         chat_session = ChatSession(
