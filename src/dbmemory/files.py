@@ -49,6 +49,7 @@ __all__ = [
     "list_directory",
     "get_file",
     "read_path",
+    "view_path",
     "put_file",
     "create_file",
     "edit_file",
@@ -181,16 +182,13 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
         }
         for e in events
     ]
-    if len(rows) == 1:
-        conn.execute(st.insert_audit().values(**rows[0]))
-    else:
-        conn.execute(st.insert_audit(), rows)
+    conn.execute(st.INSERT_AUDIT, rows)
 
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
     """The row id of the store named ``store_key``, or ``None`` if it was never written."""
     try:
-        return conn.execute(st.select_store_id(store_key)).scalar_one_or_none()
+        return conn.execute(st.SELECT_STORE_ID, {"p_key": store_key}).scalar_one_or_none()
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, "looking up a store") from exc
 
@@ -224,27 +222,32 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
     if isinstance(store, StoreRef):
         known = store.store_id
         if known is None:
-            known = conn.execute(st.select_store_id(store.store_key)).scalar_one_or_none()
+            known = conn.execute(
+                st.SELECT_STORE_ID, {"p_key": store.store_key}
+            ).scalar_one_or_none()
         if known is not None:
-            row = conn.execute(st.lock_store_by_id(known)).first()
+            row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": known}).first()
             if row is not None and row.store_key == store.store_key:
                 return row.store_id, row.store_key
         try:
             with conn.begin_nested():
+                now = dialect.utcnow()
                 conn.execute(
-                    st.insert_store(
-                        store.store_key,
-                        store.scope,
-                        store.agent_code,
-                        store.store_code,
-                        dialect.utcnow(),
-                    )
+                    st.INSERT_STORE,
+                    {
+                        "store_key": store.store_key,
+                        "scope_name": store.scope,
+                        "agent_code": store.agent_code,
+                        "store_code": store.store_code,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
                 )
         except sa.exc.IntegrityError:
             pass  # created concurrently: lock theirs
-        store_id = conn.execute(st.lock_store_by_key(store.store_key)).scalar_one()
+        store_id = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).scalar_one()
         return store_id, store.store_key
-    row = conn.execute(st.lock_store_by_id(store)).first()
+    row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
     return row.store_id, row.store_key
@@ -254,6 +257,32 @@ def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
     if isinstance(store, StoreRef):
         return store.store_id if store.store_id is not None else find_store_id(conn, store.store_key)
     return store
+
+
+def _lock_store_and_file(
+    conn: Connection, store: StoreArg, known_id: int | None, path: str
+) -> tuple[int, str, Row[Any] | None]:
+    """Lock the store row, then the file row at ``path`` (locks-first order kept); return
+    ``(store_id, store_key, file row or None)``.
+
+    One statement where :func:`dbmemory.db.dialect.store_and_file_lock` allows it and the
+    store id is known (``known_id``); otherwise (and when the inner-join form finds no file)
+    :func:`_lock_store` and a locking read of the file.
+    """
+    ph = path_hash(path)
+    kind = dialect.store_and_file_lock(conn) if known_id is not None else None
+    if kind is not None:
+        stmt = st.LOCK_STORE_AND_FILE if kind == "outer" else st.LOCK_STORE_WITH_FILE
+        row = conn.execute(stmt, {"p_sid": known_id, "p_ph": ph}).first()
+        if row is not None and (
+            not isinstance(store, StoreRef) or row.store_key == store.store_key
+        ):
+            return row.locked_store_id, row.store_key, (row if row.file_id is not None else None)
+        if kind == "outer" and not isinstance(store, StoreRef):
+            raise NotFoundError(f"store {store} does not exist: check the store id")
+    store_id, store_key = _lock_store(conn, store)
+    row = conn.execute(st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": ph}).first()
+    return store_id, store_key, row
 
 
 def _check_store_caps(
@@ -284,10 +313,10 @@ def _check_store_caps(
 
 
 def _facts(conn: Connection, store_id: int, path: str) -> Any:
-    stmt = st.select_write_facts(
+    stmt, params = st.write_facts(
         store_id, path, path_hash(path), [path_hash(a) for a in ancestors(path)]
     )
-    return conn.execute(dialect.current_read(stmt, conn)).one()
+    return conn.execute(dialect.current_read(stmt, conn), params).one()
 
 
 def _check_new_file_shape(facts: Any, path: str) -> None:
@@ -334,11 +363,41 @@ def list_directory(conn: Connection, store_id: int | None, directory: str) -> li
     directory = normalize_path(directory)
     if store_id is None:
         return []
-    stmt = st.select_listing(store_id, None if is_root(directory) else directory)
+    return _listing(conn, _Listing.by_id(store_id, directory, sizes=False), directory)
+
+
+class _Listing:
+    """Which listing statement to run and with what (by store id or key; full or sizes)."""
+
+    __slots__ = ("params", "sizes", "stmt")
+
+    def __init__(self, stmt: Any, params: dict[str, Any], sizes: bool) -> None:
+        self.stmt, self.params, self.sizes = stmt, params, sizes
+
+    @classmethod
+    def by_id(cls, store_id: int, directory: str, *, sizes: bool) -> _Listing:
+        if is_root(directory):
+            stmt = st.SELECT_SIZES if sizes else st.SELECT_LISTING
+            return cls(stmt, {"p_sid": store_id}, sizes)
+        stmt = st.SELECT_SIZES_DIR if sizes else st.SELECT_LISTING_DIR
+        return cls(stmt, {"p_sid": store_id, **st.prefix_params(directory)}, sizes)
+
+    @classmethod
+    def by_key(cls, store_key: str, directory: str, *, sizes: bool) -> _Listing:
+        if is_root(directory):
+            stmt = st.SELECT_SIZES_BY_KEY if sizes else st.SELECT_LISTING_BY_KEY
+            return cls(stmt, {"p_key": store_key}, sizes)
+        stmt = st.SELECT_SIZES_DIR_BY_KEY if sizes else st.SELECT_LISTING_DIR_BY_KEY
+        return cls(stmt, {"p_key": store_key, **st.prefix_params(directory)}, sizes)
+
+
+def _listing(conn: Connection, listing: _Listing, directory: str) -> list[Any]:
     try:
-        rows = conn.execute(stmt).all()
+        rows = conn.execute(listing.stmt, listing.params).all()
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, f"listing {directory}") from exc
+    if listing.sizes:
+        return sorted((r[0], r[1]) for r in rows)
     return sorted((_info(r) for r in rows), key=lambda f: f.path)
 
 
@@ -356,10 +415,7 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         NotFoundError: no file at ``path`` (it may be a directory).
     """
     path = normalize_path(path)
-    try:
-        row = conn.execute(st.select_file(store_id, path_hash(path))).first()
-    except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, f"reading {path}") from exc
+    row = _select_file(conn, st.SELECT_FILE, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
     if row is None:
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
     if touch:
@@ -367,12 +423,21 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
     return _record(row)
 
 
+def _select_file(conn: Connection, stmt: Any, params: dict[str, Any], path: str) -> Row[Any] | None:
+    try:
+        return conn.execute(stmt, params).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"reading {path}") from exc
+
+
 def read_path(
     conn: Connection, store: StoreArg | None, path: str
 ) -> FileRecord | list[FileInfo]:
     """What ``view`` shows: a file (touched) or the files under a directory.
 
-    A file costs one ``SELECT`` (plus the best-effort touch); the root costs one ``SELECT``.
+    A file costs one ``SELECT`` (plus the best-effort touch), also for a :class:`StoreRef`
+    whose store id is not known yet (the file is read by store key); the root costs one
+    ``SELECT``.
 
     Returns:
         :class:`FileRecord` for a file; a list of :class:`FileInfo` sorted by path for a
@@ -382,16 +447,40 @@ def read_path(
         InvalidPathError: invalid path.
         NotFoundError: neither a file nor a directory.
     """
+    return _read(conn, store, path, sizes=False)
+
+
+def view_path(
+    conn: Connection, store: StoreArg | None, path: str
+) -> FileRecord | list[tuple[str, int]]:
+    """:func:`read_path` for the MEMORY tool's ``view``: a directory comes back as
+    ``(path, size in characters)`` pairs sorted by path (only what the listing shows)."""
+    return _read(conn, store, path, sizes=True)
+
+
+def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
     path = normalize_path(path)
+    if isinstance(store, StoreRef) and store.store_id is None:
+        key = store.store_key
+        if is_root(path):
+            return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+        row = _select_file(conn, st.SELECT_FILE_BY_KEY, {"p_key": key, "p_ph": path_hash(path)}, path)
+        if row is not None:
+            touch_after_read(conn, row.file_id, row.last_accessed_at)
+            return _record(row)
+        entries = _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+        if entries:
+            return entries
+        raise NotFoundError(f"the path {path} does not exist", code="not_found")
     store_id = None if store is None else _existing_store_id(conn, store)
     if is_root(path):
-        return list_directory(conn, store_id, path)
+        return [] if store_id is None else _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
     if store_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     try:
         return get_file(conn, store_id, path, touch=True)
     except NotFoundError:
-        entries = list_directory(conn, store_id, path)
+        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
         if entries:
             return entries
         raise
@@ -441,12 +530,32 @@ def create_file(
             path=path,
         )
         now = dialect.utcnow()
-        conn.execute(
-            st.insert_file(store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt)
+        result = conn.execute(
+            st.INSERT_FILE,
+            st.insert_file_params(
+                store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt
+            ),
         )
         _audit(conn, [_event(store_id, store_key, path, "create", actor, None, len(text))])
-        row = conn.execute(st.select_file(store_id, path_hash(path))).one()
-    return _record(row)
+    return _new_record(store_id, result, path, text, now, expiry_exempt)
+
+
+def _new_record(
+    store_id: int, result: Any, path: str, text: str, now: dt.datetime, expiry_exempt: bool
+) -> FileRecord:
+    """The record of a file just inserted (no read-back: its id from the insert)."""
+    return FileRecord(
+        path=path,
+        chars=len(text),
+        version=1,
+        created_at=now,
+        updated_at=now,
+        last_accessed_at=now,
+        text=text,
+        store_id=store_id,
+        file_id=int(result.inserted_primary_key[0]),
+        expiry_exempt=bool(expiry_exempt),
+    )
 
 
 def _event(
@@ -498,13 +607,14 @@ def edit_file(
     """
     path = normalize_path(path)
     _require_not_root(path, "edit")
-    if isinstance(store, StoreRef) and _existing_store_id(conn, store) is None:
+    known_id = _existing_store_id(conn, store)
+    if isinstance(store, StoreRef) and known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"editing {path}"):
-        store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is None:
-            if conn.execute(st.select_listing(store_id, path).limit(1)).first() is not None:
+            probe = {"p_sid": store_id, **st.prefix_params(path)}
+            if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
                 raise InvalidPathError(
                     f"{path} is a directory, not a file: edit a file inside it",
                     code="is_directory",
@@ -527,7 +637,7 @@ def edit_file(
                 path=path,
             )
         now = dialect.utcnow()
-        result = conn.execute(st.update_file(old.file_id, new_text, old.version, now))
+        result = conn.execute(*st.update_file_params(old.file_id, new_text, old.version, now))
         if result.rowcount != 1:  # only possible when the store lock was bypassed
             raise ConflictError(f"{path} changed while it was being edited: retry")
         _audit(conn, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))])
@@ -582,9 +692,9 @@ def put_file(
     path = normalize_path(path)
     _require_not_root(path, "write")
     validate_text(text, max_chars=caps.max_file_chars if enforce_caps else None)
+    known_id = store.store_id if isinstance(store, StoreRef) else store
     with _savepoint(conn, f"writing {path}"):
-        store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         now = dialect.utcnow()
         if row is None:
             if expected_version not in (None, 0):
@@ -603,12 +713,14 @@ def put_file(
                     add_chars=len(text),
                     path=path,
                 )
-            conn.execute(
-                st.insert_file(
+            result = conn.execute(
+                st.INSERT_FILE,
+                st.insert_file_params(
                     store_id, path, path_hash(path), text, now, expiry_exempt=bool(expiry_exempt)
-                )
+                ),
             )
             _audit(conn, [_event(store_id, store_key, path, "put", actor, None, len(text))])
+            return _new_record(store_id, result, path, text, now, bool(expiry_exempt))
         else:
             old = _record(row)
             if expected_version is not None and expected_version != old.version:
@@ -630,12 +742,26 @@ def put_file(
                     add_chars=grow,
                     path=path,
                 )
-            conn.execute(
-                st.update_file(old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
+            result = conn.execute(
+                *st.update_file_params(
+                    old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
+                )
             )
+            if result.rowcount != 1:  # only possible when the store lock was bypassed
+                raise ConflictError(f"{path} changed while it was being written: retry")
             _audit(conn, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))])
-        row = conn.execute(st.select_file(store_id, path_hash(path))).one()
-    return _record(row)
+            return FileRecord(
+                path=path,
+                chars=len(text),
+                version=old.version + 1,
+                created_at=old.created_at,
+                updated_at=now,
+                last_accessed_at=now,
+                text=text,
+                store_id=store_id,
+                file_id=old.file_id,
+                expiry_exempt=old.expiry_exempt if expiry_exempt is None else bool(expiry_exempt),
+            )
 
 
 def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "admin") -> int:
@@ -650,19 +776,20 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
     """
     path = normalize_path(path)
     _require_not_root(path, "delete")
-    if _existing_store_id(conn, store) is None:
+    known_id = _existing_store_id(conn, store)
+    if known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"deleting {path}"):
-        store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is not None:
-            conn.execute(st.delete_files_by_id([row.file_id]))
+            conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [row.file_id]})
             _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
             return 1
-        victims = conn.execute(st.select_listing(store_id, path, for_update=True)).all()
+        under = {"p_sid": store_id, **st.prefix_params(path)}
+        victims = conn.execute(st.SELECT_LISTING_DIR_FOR_UPDATE, under).all()
         if not victims:
             raise NotFoundError(f"the path {path} does not exist")
-        conn.execute(st.delete_files_under(store_id, path))
+        conn.execute(st.DELETE_FILES_UNDER, under)
         _audit(
             conn,
             [
@@ -683,10 +810,12 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
     _require_not_root(path, "delete")
     with _savepoint(conn, f"deleting {path}"):
         store_id, store_key = _lock_store(conn, store_id)
-        row = conn.execute(st.select_file(store_id, path_hash(path), for_update=True)).first()
+        row = conn.execute(
+            st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(path)}
+        ).first()
         if row is None:
             return False
-        conn.execute(st.delete_files_by_id([row.file_id]))
+        conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [row.file_id]})
         _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
         return True
 
@@ -727,11 +856,16 @@ def rename_path(
         raise NotFoundError(f"the path {old_path} does not exist")
     with _savepoint(conn, f"renaming {old_path}"):
         store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(st.select_file(store_id, path_hash(old_path), for_update=True)).first()
+        row = conn.execute(
+            st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(old_path)}
+        ).first()
         if row is not None:
             moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
         else:
-            victims = conn.execute(st.select_listing(store_id, old_path, for_update=True)).all()
+            victims = conn.execute(
+                st.SELECT_LISTING_DIR_FOR_UPDATE,
+                {"p_sid": store_id, **st.prefix_params(old_path)},
+            ).all()
             if not victims:
                 raise NotFoundError(f"the path {old_path} does not exist")
             moves = []
@@ -762,7 +896,16 @@ def rename_path(
         )
         now = dialect.utcnow()
         for file_id, _old, target, version, _chars in moves:
-            conn.execute(st.move_file(file_id, target, path_hash(target), version, now))
+            conn.execute(
+                st.MOVE_FILE,
+                {
+                    "p_fid": file_id,
+                    "p_path": target,
+                    "p_hash": path_hash(target),
+                    "p_new_version": version + 1,
+                    "p_now": now,
+                },
+            )
         _audit(
             conn,
             [
@@ -777,12 +920,12 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
     """Delete every file of a store (the store row stays). Returns the number deleted."""
     with _savepoint(conn, "clearing a store"):
         store_id, store_key = _lock_store(conn, store_id)
-        victims = conn.execute(st.select_listing(store_id, None, for_update=True)).all()
+        victims = conn.execute(st.SELECT_LISTING_FOR_UPDATE, {"p_sid": store_id}).all()
         if not victims:
             return 0
         ids = [v.file_id for v in victims]
         for start in range(0, len(ids), 1000):
-            conn.execute(st.delete_files_by_id(ids[start : start + 1000]))
+            conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": ids[start : start + 1000]})
         _audit(
             conn,
             [
@@ -858,7 +1001,7 @@ def _expire_batch(conn: Connection, cutoff: dt.datetime, store_id: int | None, l
         rows = conn.execute(st.select_expirable(cutoff, store_id, limit)).all()
         if not rows:
             return 0
-        conn.execute(st.delete_files_by_id([r.file_id for r in rows]))
+        conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [r.file_id for r in rows]})
         _audit(
             conn,
             [

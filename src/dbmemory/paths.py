@@ -34,6 +34,7 @@ Nothing here touches the database.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -236,6 +237,25 @@ def normalize_path(raw: object) -> str:
             "pass text such as "
             f"'{ROOT}/notes.md'"
         )
+    if type(raw) is str and len(raw) <= _CACHED_RAW_CHARS:
+        return _normalize_cached(raw)
+    return _normalize(raw)
+
+
+_CACHED_RAW_CHARS = 1024
+"""Raw paths up to this length are memoised (a tool command normalises its path up to three
+times); longer ones are rare and normalised each time, so the cache stays small."""
+
+
+@functools.lru_cache(maxsize=2048)
+def _normalize_cached(raw: str) -> str:
+    """:func:`_normalize`, memoised. A refused path raises every time: ``lru_cache`` stores
+    only results, never exceptions."""
+    return _normalize(raw)
+
+
+def _normalize(raw: str) -> str:
+    """The rules of :func:`normalize_path` for a ``str``; pure, so safe to memoise."""
     if raw == "":
         raise InvalidPathError(f"path is empty: pass a path under {ROOT}, such as '{ROOT}/notes.md'")
     if len(raw) > MAX_RAW_PATH_CHARS:

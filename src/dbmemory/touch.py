@@ -48,7 +48,7 @@ def touch_after_read(conn: Connection, file_id: int, last_accessed_at: dt.dateti
         return
     try:
         if dialect.touch_inline(conn):
-            conn.execute(st.touch_files([file_id], now, threshold))
+            conn.execute(st.TOUCH_FILES, {"p_ids": [file_id], "p_now": now, "p_older": threshold})
         else:
             _worker_for(conn.engine).put((file_id, now, threshold))
     except Exception:  # a touch is best effort by definition
@@ -96,10 +96,10 @@ class _TouchWorker:
         threshold = min(b[2] for b in batch)
         ids = sorted({b[0] for b in batch})
         with engine.connect() as conn, conn.begin():
-            candidates = dialect.lock_skip_locked(st.select_touch_candidates(ids, threshold), conn)
-            free = [row[0] for row in conn.execute(candidates)]
+            candidates = dialect.lock_skip_locked(st.SELECT_TOUCH_CANDIDATES, conn)
+            free = [row[0] for row in conn.execute(candidates, {"p_ids": ids, "p_older": threshold})]
             if free:
-                conn.execute(st.touch_files(free, now, threshold))
+                conn.execute(st.TOUCH_FILES, {"p_ids": free, "p_now": now, "p_older": threshold})
 
 
 _workers: weakref.WeakKeyDictionary[Engine, _TouchWorker] = weakref.WeakKeyDictionary()

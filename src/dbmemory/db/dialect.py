@@ -35,6 +35,7 @@ __all__ = [
     "touch_inline",
     "lock_skip_locked",
     "current_read",
+    "store_and_file_lock",
     "engine_defaults",
     "transaction_lost",
     "translate_db_error",
@@ -153,7 +154,18 @@ def configure_engine(engine: Engine, *, busy_timeout_ms: int = 30_000) -> Engine
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # straight on the DB-API connection: Connection.exec_driver_sql costs ~15-25 µs more
+        # per transaction (statement events, result set-up) for a statement with no result
+        dbapi_conn = conn.connection.driver_connection
+        try:
+            dbapi_conn.execute("BEGIN IMMEDIATE")
+        except Exception as exc:  # wrapped as exec_driver_sql would ("database is locked", ...)
+            dbapi = conn.dialect.loaded_dbapi
+            if not isinstance(exc, dbapi.Error):
+                raise
+            raise sa.exc.DBAPIError.instance(
+                "BEGIN IMMEDIATE", (), exc, dbapi.Error, dialect=conn.dialect
+            ) from exc
 
     engine._dbmemory_configured = True  # type: ignore[attr-defined]
     return engine
@@ -217,6 +229,33 @@ def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
     if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
         return stmt.with_for_update(read=True)
     return stmt
+
+
+def store_and_file_lock(bind: Connection) -> str | None:
+    """How one statement may replace "lock the store row, then lock the file row" (one round
+    trip less per edit and delete): ``"outer"``, ``"inner"`` or ``None`` (two statements).
+
+    ``"outer"`` on MySQL/MariaDB (:data:`dbmemory.statements.LOCK_STORE_AND_FILE`): the outer
+    join reads and locks the store row first, then the file row, and a locking read returns
+    the latest committed rows at any isolation level. Also on SQLite: one writer at a time
+    (``BEGIN IMMEDIATE``); ``FOR UPDATE`` is not even rendered.
+
+    ``"inner"`` on PostgreSQL (:data:`dbmemory.statements.LOCK_STORE_WITH_FILE`, falling back
+    to two statements when no row comes back): PostgreSQL refuses ``FOR UPDATE`` on the
+    nullable side of an outer join, and ``FOR UPDATE OF`` the store row alone would return the
+    file row from the statement's snapshot, taken *before* it waited for the store lock, so an
+    edit would see the text as it was before the previous writer committed and lose its
+    compare-and-set. Locking both rows of an inner join re-reads a changed file row at its
+    latest version; rows are locked in ``FROM`` order, store row first.
+
+    ``None`` elsewhere (Oracle: compile-only here, not measured).
+    """
+    name = bind.dialect.name
+    if name in ("sqlite", "mysql", "mariadb"):
+        return "outer"
+    if name == "postgresql":
+        return "inner"
+    return None
 
 
 def _error_codes(exc: BaseException) -> set[int]:

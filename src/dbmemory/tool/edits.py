@@ -13,6 +13,7 @@ returned text (after its cap checks).
 
 from __future__ import annotations
 
+from dbmemory.errors import CapExceededError
 from dbmemory.tool import messages
 from dbmemory.tool.messages import ToolInputError
 from dbmemory.tool.render import number_lines, split_lines
@@ -66,6 +67,19 @@ def _snippet(path: str, new_text: str, first: int, last: int) -> str:
     return text
 
 
+def _check_size(new_chars: int, max_chars: int | None) -> None:
+    """Refuse an edit whose result would break ``max_file_chars`` before any big string is
+    built (the same error :func:`dbmemory.files.edit_file` raises for it)."""
+    if max_chars is not None and new_chars > max_chars:
+        raise CapExceededError(
+            f"file text would be {new_chars:,} characters, over the cap max_file_chars = "
+            f"{max_chars:,}: keep files small — split it, or merge and delete old content",
+            cap="max_file_chars",
+            limit=max_chars,
+            actual=new_chars,
+        )
+
+
 def _occurrences(text: str, old_str: str, limit: int) -> list[int]:
     """Start offsets of ``old_str`` in ``text``, overlapping ones included, at most ``limit``."""
     found: list[int] = []
@@ -77,7 +91,7 @@ def _occurrences(text: str, old_str: str, limit: int) -> list[int]:
 
 
 def apply_str_replace(
-    path: str, text: str, old_str: str, new_str: str | None
+    path: str, text: str, old_str: str, new_str: str | None, *, max_chars: int | None = None
 ) -> tuple[str, str]:
     """Replace the one occurrence of ``old_str`` in a file's text.
 
@@ -91,6 +105,8 @@ def apply_str_replace(
         text: the file's current text.
         old_str: the exact text to replace; not empty.
         new_str: the replacement, or ``None`` for ``""``.
+        max_chars: the ``max_file_chars`` cap; checked on the new length before the new text
+            and the snippet are built. ``None`` skips it (the caller checks).
 
     Returns:
         ``(new_text, message)``: the whole new text, and the success text: a header and a
@@ -102,6 +118,7 @@ def apply_str_replace(
             the file has ``\\r\\n`` line ends and ``old_str`` would match with them); or it
             occurs more than once (the message gives the count and the line numbers). Each is
             a different text.
+        CapExceededError: the new text would be longer than ``max_chars``.
     """
     if old_str == "":
         raise ToolInputError(messages.old_str_empty(path))
@@ -117,6 +134,7 @@ def apply_str_replace(
             messages.old_str_not_unique(path, old_str, len(found), lines, more=more)
         )
     replacement = "" if new_str is None else new_str
+    _check_size(len(text) - len(old_str) + len(replacement), max_chars)
     position = found[0]
     new_text = text[:position] + replacement + text[position + len(old_str) :]
     first = text.count("\n", 0, position)
@@ -124,7 +142,9 @@ def apply_str_replace(
     return new_text, _snippet(path, new_text, first, last)
 
 
-def apply_insert(path: str, text: str, insert_line: int, insert_text: str) -> tuple[str, str]:
+def apply_insert(
+    path: str, text: str, insert_line: int, insert_text: str, *, max_chars: int | None = None
+) -> tuple[str, str]:
     """Insert text after line ``insert_line`` of a file's text (0 = at the top).
 
     Anthropic's semantics (``insert_line`` in ``[0, N]``, N the number of lines; one trailing
@@ -147,6 +167,8 @@ def apply_insert(path: str, text: str, insert_line: int, insert_text: str) -> tu
         text: the file's current text.
         insert_line: the line after which to insert, ``0..N``.
         insert_text: the text to insert (may hold several lines).
+        max_chars: the ``max_file_chars`` cap; checked on the new length before the new text
+            and the snippet are built. ``None`` skips it (the caller checks).
 
     Returns:
         ``(new_text, message)``: the whole new text and the success text with a numbered
@@ -154,10 +176,18 @@ def apply_insert(path: str, text: str, insert_line: int, insert_text: str) -> tu
 
     Raises:
         ToolInputError: ``insert_line`` is outside ``[0, N]``; the message states the range.
+        CapExceededError: the new text would be longer than ``max_chars``.
     """
     count = line_count(text)
     if insert_line < 0 or insert_line > count:
         raise ToolInputError(messages.insert_line_out_of_range(path, insert_line, count))
+    if text == "":
+        new_chars = len(insert_text)
+    elif insert_line == count and not text.endswith("\n"):
+        new_chars = len(text) + 1 + len(insert_text)
+    else:
+        new_chars = len(text) + len(insert_text) + (0 if insert_text.endswith("\n") else 1)
+    _check_size(new_chars, max_chars)
     if text == "":
         new_text = insert_text
     elif insert_line == count and not text.endswith("\n"):

@@ -179,11 +179,11 @@ class MemoryTool:
     def _dispatch(self, command: object) -> str:
         conn, store, caps = self._conn, self._store, self._store.caps
         if isinstance(command, View):
-            found = files.read_path(conn, store, command.path)
+            found = files.view_path(conn, store, command.path)
             if isinstance(found, FileRecord):
                 self._remember_store(found)
                 return render_file(command.path, found.text, coerce_view_range(command.view_range_raw))
-            return render_listing(command.path, [(f.path, f.chars) for f in found])
+            return render_listing(command.path, found)
         if isinstance(command, Create):
             record = files.create_file(
                 conn, store, command.path, command.file_text, caps=caps, actor=self.actor
@@ -196,7 +196,9 @@ class MemoryTool:
                 conn,
                 store,
                 command.path,
-                lambda current: apply_str_replace(command.path, current, old, new),
+                lambda current: apply_str_replace(
+                    command.path, current, old, new, max_chars=caps.max_file_chars
+                ),
                 caps=caps,
                 actor=self.actor,
                 action="str_replace",
@@ -209,7 +211,9 @@ class MemoryTool:
                 conn,
                 store,
                 command.path,
-                lambda current: apply_insert(command.path, current, line, insert_text),
+                lambda current: apply_insert(
+                    command.path, current, line, insert_text, max_chars=caps.max_file_chars
+                ),
                 caps=caps,
                 actor=self.actor,
                 action="insert",
