@@ -403,3 +403,47 @@ def test_writers_of_separate_stores_never_deadlock_each_other(load_engine: Engin
     lost = [a for a in flat if a[1] is not None or "deadlock" in a[0]]
     assert flat and not lost, f"{len(lost)} of {len(flat)} calls lost their transaction: {lost[:3]}"
     assert all(not text.startswith(ERROR) for text, _ in flat), [t for t, _ in flat if t.startswith(ERROR)][:3]
+
+
+@pytest.mark.parametrize("isolation", ["default", "repeatable-read"])
+def test_racing_first_writes_to_a_new_store_never_lose_a_caller_transaction(
+    load_engine: Engine, isolation: str
+) -> None:
+    """Six callers create files at once in a store that does not exist yet (cap 3 files): each
+    caller's transaction survives and commits, exactly three files land, the other three get
+    the cap error. On MariaDB the losers of a plain INSERT of the store row used to keep shared
+    locks and deadlock each other, and InnoDB rolled back a caller's whole transaction."""
+    engine = load_engine
+    if isolation == "repeatable-read":
+        if engine.dialect.name not in ("mysql", "mariadb"):
+            pytest.skip("REPEATABLE READ matters on MySQL/MariaDB only")
+        engine = engine.execution_options(isolation_level="REPEATABLE READ")  # type: ignore[assignment]
+    for trial in range(4):
+        code = f"first-{os.getpid()}-{isolation}-{trial}"
+        caps = Caps(max_files=3)
+        answers: list[str] = []
+        lock = threading.Lock()
+        barrier = threading.Barrier(6)
+
+        def write(index: int) -> None:
+            with engine.connect() as conn:
+                barrier.wait(timeout=30)
+                trans = conn.begin()  # SQLite: BEGIN IMMEDIATE queues the writers here
+                answer = MemoryTool.for_store(conn, code, caps=caps).execute(
+                    {"command": "create", "path": f"/memories/f{index}.md", "file_text": "x"}
+                )
+                trans.commit()  # raises if the database rolled the caller's transaction back
+                with lock:
+                    answers.append(answer)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert len(answers) == 6, answers
+        created = [a for a in answers if a.startswith("File created")]
+        assert len(created) == 3, answers
+        assert all(a.startswith(ERROR) and "3 files" in a for a in answers if a not in created), answers
+        with committed_view(engine) as c:
+            assert len(store_files(c, f"shared:{code}")) == 3

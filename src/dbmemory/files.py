@@ -233,7 +233,7 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
             with conn.begin_nested():
                 now = dialect.utcnow()
                 conn.execute(
-                    st.INSERT_STORE,
+                    dialect.insert_store_statement(conn, st.INSERT_STORE),
                     {
                         "store_key": store.store_key,
                         "scope_name": store.scope,

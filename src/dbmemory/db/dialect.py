@@ -35,6 +35,7 @@ __all__ = [
     "touch_inline",
     "lock_skip_locked",
     "current_read",
+    "insert_store_statement",
     "store_and_file_lock",
     "engine_defaults",
     "transaction_lost",
@@ -229,6 +230,23 @@ def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
     if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
         return stmt.with_for_update(read=True)
     return stmt
+
+
+def insert_store_statement(bind: Connection, insert: sa.Insert) -> sa.Insert:
+    """The statement that creates a store row on its first write.
+
+    On MySQL/MariaDB an ``INSERT ... ON DUPLICATE KEY UPDATE`` (a no-op update): when several
+    first writers of one new store race, the losers of a plain ``INSERT`` would each keep a
+    shared lock on the winner's row after their duplicate-key error, then all ask for the
+    exclusive lock (``FOR UPDATE``) and deadlock, and InnoDB would roll back a caller's whole
+    transaction. The upsert takes the exclusive lock at once, so the losers simply queue.
+    PostgreSQL, Oracle and SQLite make a second inserter wait for the first and then fail with
+    a duplicate key inside the savepoint, which is harmless.
+    """
+    if bind.dialect.name in ("mysql", "mariadb"):
+        upsert = mysql.insert(insert.table)
+        return upsert.on_duplicate_key_update(store_key=upsert.inserted.store_key)
+    return insert
 
 
 def store_and_file_lock(bind: Connection) -> str | None:
