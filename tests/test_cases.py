@@ -497,7 +497,7 @@ def test_c4_an_insert_elsewhere_leaves_every_whitespace_character_alone(
 def test_c4_insert_into_a_crlf_file_keeps_its_line_ends(conn: Connection, run: Run) -> None:
     run("create", path="/memories/w.md", file_text="a\r\nb\r\n")
     run("insert", path="/memories/w.md", insert_line=1, insert_text="x")
-    assert text_of(conn, "/memories/w.md") == "a\r\nx\nb\r\n"
+    assert text_of(conn, "/memories/w.md") == "a\r\nx\r\nb\r\n"  # no mixed line ends
 
 
 # ======================================================================= C5: empty files

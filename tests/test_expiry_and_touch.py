@@ -377,3 +377,14 @@ def test_touches_on_sqlite_never_deadlock_the_single_writer(
         tool.execute({"command": "str_replace", "path": "/memories/f1.md", "old_str": "file", "new_str": "File"})
         tool.execute({"command": "view", "path": "/memories/f1.md"})
     assert touched_at(engine, "/memories/f1.md") > ago(minutes=5)
+
+
+@pytest.mark.parametrize("days", [1e9, 10**12])
+def test_an_absurd_number_of_days_is_an_invalid_argument_not_a_crash(conn: Connection, days: float) -> None:
+    from dbmemory.errors import InvalidArgumentError
+    from dbmemory.files import count_expirable_files, expire_files
+
+    with pytest.raises(InvalidArgumentError, match="too large"):
+        expire_files(conn, days=days)
+    with pytest.raises(InvalidArgumentError, match="too large"):
+        count_expirable_files(conn, days=days)

@@ -475,3 +475,13 @@ def test_is_within_requires_the_slash_boundary(path: str, directory: str, expect
 def test_quote_value_escapes_and_clips_long_values() -> None:
     assert quote_value("a\x00b") == "'a\\x00b'"
     assert quote_value("x" * 150) == repr("x" * 100) + "... (150 characters)"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["/memories/\u0307../x", "/memories/\u3002\u3002/x", "/memories/\uff61/x", "/memories/.\u0301./x"],
+    ids=["combining-dot-then-dots", "ideographic-stops", "halfwidth-stop", "dots-with-accent"],
+)
+def test_segments_that_look_like_dot_or_dot_dot_are_refused(raw: str) -> None:
+    with pytest.raises(InvalidPathError, match="looks like"):
+        normalize_path(raw)

@@ -170,12 +170,16 @@ class Model:
         n = len(split_lines(text))
         if line < 0 or line > n:
             return None
+        nl = "\n"
+        if "\r\n" in text and text.count("\r\n") == text.count("\n"):  # an all-CRLF file
+            nl = "\r\n"
+            insert_text = insert_text.replace("\r\n", "\n").replace("\n", "\r\n")
         if text == "":
             new = insert_text
         elif line == n and not text.endswith("\n"):
-            new = text + "\n" + insert_text
+            new = text + nl + insert_text
         else:
-            block = insert_text if insert_text.endswith("\n") else insert_text + "\n"
+            block = insert_text if insert_text.endswith("\n") else insert_text + nl
             offset = 0
             for _ in range(line):
                 offset = text.index("\n", offset) + 1

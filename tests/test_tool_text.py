@@ -702,9 +702,9 @@ def test_insert_at_the_top_of_a_file_without_final_newline() -> None:
     assert apply_insert(P, "Line 1\nLine 2", 0, "First Line")[0] == "First Line\nLine 1\nLine 2"
 
 
-def test_insert_into_a_crlf_file_keeps_its_line_ends_as_the_reference_does() -> None:
+def test_insert_into_a_crlf_file_ends_the_new_line_with_crlf_unlike_the_reference() -> None:
     assert apply_insert(P, "line1\r\nline2\r\nline3\r\n", 1, "Inserted")[0] == (
-        "line1\r\nInserted\nline2\r\nline3\r\n"
+        "line1\r\nInserted\r\nline2\r\nline3\r\n"
     )
 
 
@@ -1193,3 +1193,11 @@ def test_tool_schema_is_a_fresh_deep_copy_each_call() -> None:
 
 def test_tool_schema_is_json_serialisable() -> None:
     assert json.loads(json.dumps(tool_schema())) == tool_schema()
+
+
+def test_insert_into_a_crlf_file_keeps_crlf_line_ends() -> None:
+    from dbmemory.tool.edits import apply_insert
+
+    assert apply_insert("/memories/w.md", "a\r\nb\r\n", 1, "X")[0] == "a\r\nX\r\nb\r\n"
+    assert apply_insert("/memories/w.md", "a\r\nb\r\n", 2, "X\nY")[0] == "a\r\nb\r\nX\r\nY\r\n"
+    assert apply_insert("/memories/w.md", "a\nb\r\n", 1, "X")[0] == "a\nX\nb\r\n"  # mixed: LF

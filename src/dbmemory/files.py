@@ -944,7 +944,12 @@ def _cutoff(days: object, now: dt.datetime | None) -> dt.datetime:
         raise InvalidArgumentError(
             f"days must be a number greater than 0, got {days!r}: pass e.g. days=30"
         )
-    return (now or dialect.utcnow()) - dt.timedelta(days=days)
+    try:
+        return (now or dialect.utcnow()) - dt.timedelta(days=days)
+    except OverflowError:
+        raise InvalidArgumentError(
+            f"days={days!r} is too large: pass at most a few thousand years' worth (e.g. 36500)"
+        ) from None
 
 
 def count_expirable_files(

@@ -187,13 +187,43 @@ def _check_characters(raw: str, text: str) -> None:
             )
 
 
+_DOT_LOOKALIKES = str.maketrans(
+    dict.fromkeys(
+        "\u3002"  # IDEOGRAPHIC FULL STOP
+        "\uff61"  # HALFWIDTH IDEOGRAPHIC FULL STOP
+        "\uff0e"  # FULLWIDTH FULL STOP
+        "\ufe52"  # SMALL FULL STOP
+        "\u2024"  # ONE DOT LEADER
+        "\u0701"  # SYRIAC SUPRALINEAR FULL STOP
+        "\u0702"  # SYRIAC SUBLINEAR FULL STOP
+        "\ua60e"  # VAI FULL STOP
+        "\u1362"  # ETHIOPIC FULL STOP
+        "\u06d4",  # ARABIC FULL STOP
+        ".",
+    )
+)
+
+
+def _dot_skeleton(segment: str) -> str:
+    """What a segment looks like once combining marks are dropped and dot look-alikes read as
+    '.': ``'\u0307..'`` and ``'\u3002\u3002'`` both look like ``'..'``."""
+    if len(segment) > 8:
+        return segment
+    decomposed = unicodedata.normalize("NFKD", segment)
+    kept = "".join(c for c in decomposed if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    return kept.translate(_DOT_LOOKALIKES)
+
+
 def _check_segments(raw: str, text: str) -> None:
     for segment in text[len(ROOT) + 1 :].split("/"):
         if segment == "..":
             raise _fail(raw, text, f"must stay under {ROOT}: remove '..' segments")
         if segment == ".":
             raise _fail(raw, text, "contains a '.' segment: remove it ('/memories/./a' is '/memories/a')")
-        if unicodedata.normalize("NFKC", segment) in (".", ".."):
+        if unicodedata.normalize("NFKC", segment) in (".", "..") or _dot_skeleton(segment) in (
+            ".",
+            "..",
+        ):
             raise _fail(
                 raw,
                 text,

@@ -340,6 +340,10 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
         return ConflictError(
             f"{action} waited for another writer and gave up: retry the operation"
         )
+    if "unknown database" in text or ('database "' in text and "does not exist" in text):
+        return StorageError(
+            "the database named in the URL does not exist: create it or fix the URL"
+        )
     if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or getattr(
         exc, "connection_invalidated", False
     ):

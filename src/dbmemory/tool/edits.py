@@ -159,8 +159,10 @@ def apply_insert(
       ``insert_text`` as given (``"l1\\nl2"``, 2, ``"x"`` -> ``"l1\\nl2\\nx"``);
     * an empty file becomes ``insert_text`` as given (``""``, 0, ``"x"`` -> ``"x"``).
 
-    The added line end is ``"\\n"`` even in a ``\\r\\n`` file (as Anthropic's tool does); the
-    file's own line ends are kept.
+    A file whose every line ends with ``"\\r\\n"`` keeps that convention: the added line ends
+    and the line breaks inside ``insert_text`` are ``"\\r\\n"`` (Anthropic's tool always adds
+    ``"\\n"``, which would mix line ends). Otherwise ``"\\n"``. The file's own line ends are
+    never changed.
 
     Args:
         path: the file's canonical path (for messages).
@@ -181,19 +183,24 @@ def apply_insert(
     count = line_count(text)
     if insert_line < 0 or insert_line > count:
         raise ToolInputError(messages.insert_line_out_of_range(path, insert_line, count))
+    newline = "\n"
+    if "\r\n" in text and text.count("\r\n") == text.count("\n"):
+        # A file whose every line ends with CRLF keeps that convention for inserted lines.
+        newline = "\r\n"
+        insert_text = insert_text.replace("\r\n", "\n").replace("\n", "\r\n")
     if text == "":
         new_chars = len(insert_text)
     elif insert_line == count and not text.endswith("\n"):
-        new_chars = len(text) + 1 + len(insert_text)
+        new_chars = len(text) + len(newline) + len(insert_text)
     else:
-        new_chars = len(text) + len(insert_text) + (0 if insert_text.endswith("\n") else 1)
+        new_chars = len(text) + len(insert_text) + (0 if insert_text.endswith("\n") else len(newline))
     _check_size(new_chars, max_chars)
     if text == "":
         new_text = insert_text
     elif insert_line == count and not text.endswith("\n"):
-        new_text = text + "\n" + insert_text
+        new_text = text + newline + insert_text
     else:
-        block = insert_text if insert_text.endswith("\n") else insert_text + "\n"
+        block = insert_text if insert_text.endswith("\n") else insert_text + newline
         offset = _line_offset(text, insert_line)
         new_text = text[:offset] + block + text[offset:]
     added = max(line_count(insert_text), 1)
