@@ -36,6 +36,7 @@ from dbmemory.errors import InvalidScopeError
 from dbmemory.keys import MAX_COMPONENT_CHARS, build_store_key
 from dbmemory.model import FileRecord
 from dbmemory.paths import path_hash
+from dbmemory.statements import FILE_COLUMNS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -156,18 +157,7 @@ def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
         .where(stores.c.store_key == sa.bindparam("p_store_key"))
         .scalar_subquery()
     )
-    columns = (
-        files.c.file_id,
-        files.c.store_id,
-        files.c.file_path,
-        files.c.body,
-        files.c.char_count,
-        files.c.version_no,
-        files.c.expiry_exempt,
-        files.c.created_at,
-        files.c.updated_at,
-        files.c.last_accessed_at,
-    )
+    columns = FILE_COLUMNS
     where = (files.c.store_id == store_id, files.c.path_hash == sa.bindparam("p_path_hash"))
     enabled = (
         sa.select(settings.c.memory_enabled)
