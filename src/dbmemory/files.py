@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection, Row
 
 from dbmemory import statements as st
 from dbmemory.db import dialect
@@ -57,9 +57,6 @@ __all__ = [
     "delete_path",
     "rename_path",
     "clear_store_files",
-    "count_expirable_files",
-    "expire_files",
-    "expire_files_committing",
     "validate_text",
 ]
 
@@ -936,114 +933,14 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
         return len(victims)
 
 
-# -- expiry -----------------------------------------------------------------------------------
+# The expiry rule lives in dbmemory.expiry; its functions are also reachable here, where callers
+# first looked for them (PEP 562: imported on first use, as expiry builds on this module).
+_EXPIRY_NAMES = ("count_expirable_files", "expire_files", "expire_files_committing")
 
 
-def _cutoff(days: object, now: dt.datetime | None) -> dt.datetime:
-    if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
-        raise InvalidArgumentError(
-            f"days must be a number greater than 0, got {days!r}: pass e.g. days=30"
-        )
-    try:
-        return (now or dialect.utcnow()) - dt.timedelta(days=days)
-    except OverflowError:
-        raise InvalidArgumentError(
-            f"days={days!r} is too large: pass at most a few thousand years' worth (e.g. 36500)"
-        ) from None
+def __getattr__(name: str) -> Any:
+    if name in _EXPIRY_NAMES:
+        from dbmemory import expiry
 
-
-def count_expirable_files(
-    conn: Connection, *, days: float, store_id: int | None = None, now: dt.datetime | None = None
-) -> int:
-    """How many files :func:`expire_files` would delete now (a dry run). Same rule."""
-    cutoff = _cutoff(days, now)
-    return int(conn.execute(st.count_expirable(cutoff, store_id)).scalar_one())
-
-
-def expire_files(
-    conn: Connection,
-    *,
-    days: float,
-    store_id: int | None = None,
-    batch_size: int = 1000,
-    now: dt.datetime | None = None,
-) -> int:
-    """Delete files whose last touch (write or read) is more than ``days`` days old.
-
-    The rule (shared with the ``dbm_expire_files`` procedures in ``sql/``): a file expires when
-    ``expiry_exempt`` is false and ``last_accessed_at < now - days``. One audit event per file.
-
-    Work goes in batches of ``batch_size`` files (at most 1,000, Oracle's IN-list limit). On a
-    connection in ``AUTOCOMMIT`` mode each statement commits on its own, so a million rows never
-    sit in one giant transaction; otherwise everything joins the caller's transaction. For a
-    convenience that commits per batch, see :func:`expire_files_committing`.
-
-    Args:
-        days: age threshold in days (> 0; fractions allowed).
-        store_id: limit to one store; ``None`` = every store.
-        batch_size: files per batch (1..1000).
-        now: the current time (tests); default: UTC now.
-
-    Returns:
-        The number of files deleted.
-
-    Raises:
-        InvalidArgumentError: ``days`` <= 0 or not a number; bad ``batch_size``.
-    """
-    cutoff = _cutoff(days, now)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= 1000:
-        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
-    total = 0
-    while True:
-        n = _expire_batch(conn, cutoff, store_id, batch_size)
-        total += n
-        if n < batch_size:
-            return total
-
-
-def _expire_batch(conn: Connection, cutoff: dt.datetime, store_id: int | None, limit: int) -> int:
-    try:
-        rows = conn.execute(st.select_expirable(cutoff, store_id, limit)).all()
-        if not rows:
-            return 0
-        conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [r.file_id for r in rows]})
-        _audit(
-            conn,
-            [
-                _event(r.store_id, r.store_key, r.file_path, "expire", "expiry", r.char_count, None)
-                for r in rows
-            ],
-        )
-    except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "expiring files") from exc
-    return len(rows)
-
-
-def expire_files_committing(
-    engine: Engine,
-    *,
-    days: float,
-    store_id: int | None = None,
-    batch_size: int = 1000,
-    on_batch: Callable[[int], None] | None = None,
-) -> int:
-    """Like :func:`expire_files`, but opens its own transactions and **commits each batch**.
-
-    For operators and the ``dbmemory expire`` command. ``on_batch(n)`` is called after each
-    committed batch of ``n`` files (progress bars).
-
-    Returns:
-        The number of files deleted.
-    """
-    cutoff = _cutoff(days, None)
-    if not 0 < batch_size <= 1000:
-        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
-    total = 0
-    while True:
-        with engine.begin() as conn:
-            n = _expire_batch(conn, cutoff, store_id, batch_size)
-        total += n
-        if on_batch is not None and n:
-            on_batch(n)
-        if n < batch_size:
-            return total
+        return getattr(expiry, name)
+    raise AttributeError(f"module 'dbmemory.files' has no attribute {name!r}")
