@@ -166,10 +166,46 @@ def _drop_database(server: Server, url: URL) -> None:
         admin.dispose()
 
 
+_CONTAINER_IMAGES = {
+    "postgres": ("testcontainers.postgres", "PostgresContainer", "postgres:16"),
+    "mysql": ("testcontainers.mysql", "MySqlContainer", "mariadb:11"),
+    "oracle": ("testcontainers.oracle", "OracleDbContainer", "gvenzl/oracle-free:slim"),
+}
+_CONTAINERS: list[Any] = []
+
+
+def _container_url(server: Server) -> str | None:
+    """A throw-away server from testcontainers when it is installed and a Docker engine answers
+    (``pip install "testcontainers[postgres,mysql,oracle]"``); ``None`` otherwise. Never in CI,
+    where the servers of ``.ci/run`` are the ones to test."""
+    if in_ci() or os.environ.get("DBMEMORY_TEST_NO_CONTAINERS"):
+        return None
+    module_name, class_name, image = _CONTAINER_IMAGES[server.name]
+    try:
+        import importlib
+
+        module = importlib.import_module(module_name)
+        container = getattr(module, class_name)(image)
+        container.start()  # raises at once without a Docker engine
+    except Exception:
+        return None
+    _CONTAINERS.append(container)
+    return str(container.get_connection_url())
+
+
+def _stop_containers() -> None:
+    while _CONTAINERS:
+        with suppress(Exception):
+            _CONTAINERS.pop().stop()
+
+
 def _base_url(server: Server) -> URL:
-    raw = os.environ.get(server.env_var, "").strip()
+    raw = os.environ.get(server.env_var, "").strip() or _container_url(server)
     if not raw:
-        _unavailable(server, f"set {server.env_var} to run these tests")
+        _unavailable(
+            server,
+            f"set {server.env_var} to run these tests (or install testcontainers where Docker runs)",
+        )
     return normalize_url(raw)
 
 
@@ -255,6 +291,7 @@ class _Backends:
                 _drop_database(server, url)
             except Exception as exc:
                 print(f"\nwarning: could not drop test database {url.database}: {exc}")
+        _stop_containers()
 
 
 @pytest.fixture(scope="session")
