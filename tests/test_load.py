@@ -447,3 +447,71 @@ def test_racing_first_writes_to_a_new_store_never_lose_a_caller_transaction(
         assert all(a.startswith(ERROR) and "3 files" in a for a in answers if a not in created), answers
         with committed_view(engine) as c:
             assert len(store_files(c, f"shared:{code}")) == 3
+
+
+def test_a_tool_never_reads_a_dropped_store_through_its_cached_id(load_engine: Engine) -> None:
+    """A tool keeps its store id after a write; the store is then dropped (end_session) and a
+    new store of another tenant may get the freed id (SQLite reuses the largest id). The old
+    tool must read its own (now empty) store, never the other tenant's files, and its next
+    write must be readable."""
+    from dbmemory import end_session, enable_for_agent
+
+    engine = load_engine
+    code = f"stale{os.getpid()}"
+    with engine.begin() as c:
+        enable_for_agent(c, f"{code}S", scope="session")
+        enable_for_agent(c, f"{code}U", scope="user")
+    with engine.connect() as conn:
+        tool = MemoryTool(conn, f"{code}S", session_id=f"{code}-s1")
+        assert tool.execute({"command": "create", "path": "/memories/a.md", "file_text": "mine"}).startswith("File")
+        conn.commit()
+        with engine.begin() as other:
+            assert end_session(other, f"{code}-s1") == 1
+        with engine.begin() as other:
+            MemoryTool(other, f"{code}U", user_id="other").execute(
+                {"command": "create", "path": "/memories/other.md", "file_text": "OTHER USER PRIVATE"}
+            )
+        listing = tool.execute({"command": "view", "path": "/memories"})
+        assert "other.md" not in listing and "a.md" not in listing, listing
+        assert tool.execute({"command": "view", "path": "/memories/other.md"}).startswith(ERROR)
+        assert tool.execute({"command": "create", "path": "/memories/b.md", "file_text": "new"}).startswith("File")
+        assert "new" in tool.execute({"command": "view", "path": "/memories/b.md"})
+        assert tool.execute(
+            {"command": "str_replace", "path": "/memories/b.md", "old_str": "new", "new_str": "newer"}
+        ).startswith("The memory file")
+        assert "newer" in tool.execute({"command": "view", "path": "/memories/b.md"})
+        conn.commit()
+
+
+def test_directory_deletes_and_renames_in_separate_stores_never_deadlock(load_engine: Engine) -> None:
+    """Writers of different stores share no lock, directory operations included: on MariaDB a
+    FOR UPDATE over a path prefix could scan and lock other stores' rows."""
+    engine = load_engine
+    errors: list[str] = []
+    deadline = time.monotonic() + min(SECONDS, 4.0)
+
+    def work(worker: int) -> None:
+        code = f"dirs-{os.getpid()}-{worker}"
+        round_no = 0
+        with engine.connect() as conn:
+            while time.monotonic() < deadline:
+                round_no += 1
+                with conn.begin():
+                    tool = MemoryTool.for_store(conn, code)
+                    for i in range(3):
+                        answer = tool.execute({"command": "create", "path": f"/memories/d{round_no}/f{i}.md", "file_text": "x"})
+                        if answer.startswith(ERROR):
+                            errors.append(answer)
+                    answer = tool.execute({"command": "rename", "old_path": f"/memories/d{round_no}", "new_path": f"/memories/e{round_no}"})
+                    if answer.startswith(ERROR):
+                        errors.append(answer)
+                    answer = tool.execute({"command": "delete", "path": f"/memories/e{round_no}"})
+                    if answer.startswith(ERROR):
+                        errors.append(answer)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == [], errors[:5]

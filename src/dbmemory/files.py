@@ -457,7 +457,9 @@ def view_path(
 
 def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
     path = normalize_path(path)
-    if isinstance(store, StoreRef) and store.store_id is None:
+    if isinstance(store, StoreRef):
+        # Always by key, never by a cached id: a store dropped since (end_session, drop_store)
+        # frees its id, which SQLite may give to another tenant's new store.
         key = store.store_key
         if is_root(path):
             return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
@@ -779,14 +781,13 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
     with _savepoint(conn, f"deleting {path}"):
         store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is not None:
-            conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [row.file_id]})
+            conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
             _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
             return 1
-        under = {"p_sid": store_id, **st.prefix_params(path)}
-        victims = conn.execute(st.SELECT_LISTING_DIR_FOR_UPDATE, under).all()
+        victims = _files_under(conn, store_id, path)
         if not victims:
             raise NotFoundError(f"the path {path} does not exist")
-        conn.execute(st.DELETE_FILES_UNDER, under)
+        _delete_ids(conn, [v.file_id for v in victims])
         _audit(
             conn,
             [
@@ -795,6 +796,29 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
             ],
         )
         return len(victims)
+
+
+def _files_under(conn: Connection, store_id: int, directory: str) -> list[Any]:
+    """Files under ``directory`` (all for the root), read under the store lock the caller holds.
+
+    Not a locking read: every writer of the store holds its store row lock, so these rows
+    cannot change meanwhile, and a ``FOR UPDATE`` over a prefix condition let MariaDB's
+    optimizer scan (and lock) other stores' rows on small tables, so that writers of different
+    stores deadlocked. :func:`dbmemory.db.dialect.current_read` keeps the read current at MySQL's
+    REPEATABLE READ. The rows are then changed by primary key only.
+    """
+    if is_root(directory):
+        stmt, params = st.SELECT_LISTING, {"p_sid": store_id}
+    else:
+        stmt, params = st.SELECT_LISTING_DIR, {"p_sid": store_id, **st.prefix_params(directory)}
+    return list(conn.execute(dialect.current_read(stmt, conn), params).all())
+
+
+def _delete_ids(conn: Connection, ids: list[int]) -> None:
+    """Delete files one primary key at a time (executemany): writers of other stores never
+    wait for these deletes, whatever plan the optimizer would pick for an IN list."""
+    if ids:
+        conn.execute(st.DELETE_FILE_BY_ID, [{"p_fid": file_id} for file_id in ids])
 
 
 def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "admin") -> bool:
@@ -812,7 +836,7 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
         ).first()
         if row is None:
             return False
-        conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": [row.file_id]})
+        conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
         _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
         return True
 
@@ -859,10 +883,7 @@ def rename_path(
         if row is not None:
             moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
         else:
-            victims = conn.execute(
-                st.SELECT_LISTING_DIR_FOR_UPDATE,
-                {"p_sid": store_id, **st.prefix_params(old_path)},
-            ).all()
+            victims = _files_under(conn, store_id, old_path)
             if not victims:
                 raise NotFoundError(f"the path {old_path} does not exist")
             moves = []
@@ -917,12 +938,10 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
     """Delete every file of a store (the store row stays). Returns the number deleted."""
     with _savepoint(conn, "clearing a store"):
         store_id, store_key = _lock_store(conn, store_id)
-        victims = conn.execute(st.SELECT_LISTING_FOR_UPDATE, {"p_sid": store_id}).all()
+        victims = _files_under(conn, store_id, ROOT)
         if not victims:
             return 0
-        ids = [v.file_id for v in victims]
-        for start in range(0, len(ids), 1000):
-            conn.execute(st.DELETE_FILES_BY_ID, {"p_ids": ids[start : start + 1000]})
+        _delete_ids(conn, [v.file_id for v in victims])
         _audit(
             conn,
             [

@@ -41,8 +41,6 @@ __all__ = [
     "SELECT_FILE_META",
     "SELECT_LISTING",
     "SELECT_LISTING_DIR",
-    "SELECT_LISTING_FOR_UPDATE",
-    "SELECT_LISTING_DIR_FOR_UPDATE",
     "SELECT_LISTING_DIR_ANY",
     "SELECT_LISTING_BY_KEY",
     "SELECT_LISTING_DIR_BY_KEY",
@@ -59,7 +57,7 @@ __all__ = [
     "UPDATE_FILE_EXEMPT",
     "update_file_params",
     "DELETE_FILES_BY_ID",
-    "DELETE_FILES_UNDER",
+    "DELETE_FILE_BY_ID",
     "MOVE_FILE",
     "SELECT_TOUCH_CANDIDATES",
     "TOUCH_FILES",
@@ -216,8 +214,6 @@ give)."""
 SELECT_LISTING_DIR = SELECT_LISTING.where(_under())
 """Files (no body) of ``:p_sid`` under a directory (:func:`prefix_params`)."""
 
-SELECT_LISTING_FOR_UPDATE = SELECT_LISTING.with_for_update()
-SELECT_LISTING_DIR_FOR_UPDATE = SELECT_LISTING_DIR.with_for_update()
 SELECT_LISTING_DIR_ANY = SELECT_LISTING_DIR.limit(1)
 """At most one file under a directory: does the directory exist?"""
 
@@ -354,8 +350,10 @@ def update_file_params(
 DELETE_FILES_BY_ID = sa.delete(files).where(files.c.file_id.in_(_bp("p_ids", expanding=True)))
 """Delete files by id (``:p_ids``, at most 1,000 per statement: Oracle's IN-list limit)."""
 
-DELETE_FILES_UNDER = sa.delete(files).where(files.c.store_id == _bp("p_sid"), _under())
-"""Delete every file of ``:p_sid`` strictly under a directory (:func:`prefix_params`)."""
+DELETE_FILE_BY_ID = sa.delete(files).where(files.c.file_id == _bp("p_fid"))
+"""Delete one file by id (``:p_fid``); run with many parameter sets for a directory, so every
+delete is a primary-key lookup (MariaDB may scan, and lock, other stores' rows for an IN list
+on a small table)."""
 
 _MOVED_AT = _bp("p_now", type_=_TS)
 MOVE_FILE = (
@@ -566,8 +564,6 @@ def example_statements() -> dict[str, Executable]:
         "select_file_meta": SELECT_FILE_META,
         "select_listing": SELECT_LISTING,
         "select_listing_dir": SELECT_LISTING_DIR,
-        "select_listing_for_update": SELECT_LISTING_FOR_UPDATE,
-        "select_listing_dir_for_update": SELECT_LISTING_DIR_FOR_UPDATE,
         "select_listing_dir_any": _with_values(SELECT_LISTING_DIR_ANY, **sample),
         "select_listing_by_key": SELECT_LISTING_BY_KEY,
         "select_listing_dir_by_key": SELECT_LISTING_DIR_BY_KEY,
@@ -583,7 +579,7 @@ def example_statements() -> dict[str, Executable]:
         "update_file": UPDATE_FILE,
         "update_file_exempt": UPDATE_FILE_EXEMPT,
         "delete_files_by_id": _with_values(DELETE_FILES_BY_ID, **sample),
-        "delete_files_under": DELETE_FILES_UNDER,
+        "delete_file_by_id": DELETE_FILE_BY_ID,
         "move_file": MOVE_FILE,
         "select_touch_candidates": _with_values(SELECT_TOUCH_CANDIDATES, **sample),
         "touch_files": _with_values(TOUCH_FILES, **sample),

@@ -340,6 +340,14 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
         return ConflictError(
             f"{action} waited for another writer and gave up: retry the operation"
         )
+    if any(
+        marker in text
+        for marker in ("no such table: dbm_", "ora-00942", "(1146,")
+    ) or ('relation "dbm_' in text and "does not exist" in text):
+        return StorageError(
+            "dbmemory's tables are missing in this database: run 'dbmemory db upgrade' "
+            "(or dbmemory.upgrade(engine)) first"
+        )
     if "unknown database" in text or ('database "' in text and "does not exist" in text):
         return StorageError(
             "the database named in the URL does not exist: create it or fix the URL"

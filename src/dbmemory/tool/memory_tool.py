@@ -166,7 +166,7 @@ class MemoryTool:
     __call__ = execute
 
     def _remember_store(self, record: FileRecord) -> None:
-        if self._store.store_id is None and record.store_id:
+        if record.store_id and record.store_id != self._store.store_id:
             self._store = StoreRef(
                 store_key=self._store.store_key,
                 scope=self._store.scope,
