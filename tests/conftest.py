@@ -441,3 +441,27 @@ def make_empty_database(server_name: str) -> Iterator[Callable[[], URL]]:
     yield make
     for url in made:
         _drop_database(server, url)
+
+
+# -- the MEMORY tool of agent QA (contract and case suites) -------------------------------------
+
+
+@pytest.fixture
+def tool(conn: Connection) -> Any:
+    """A MemoryTool of agent QA (default caps) on ``conn``; the agent row is committed."""
+    from dbmemory import enable_for_agent
+    from dbmemory.tool import MemoryTool
+
+    enable_for_agent(conn, "QA")
+    conn.commit()
+    return MemoryTool(conn, "QA")
+
+
+@pytest.fixture
+def run(tool: Any) -> Callable[..., str]:
+    """``run(command, **params)`` -> the tool's text."""
+
+    def call(command: str, **params: Any) -> str:
+        return tool.execute({"command": command, **params})
+
+    return call

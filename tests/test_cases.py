@@ -48,21 +48,6 @@ KEY = f"agent:{AGENT}"
 Run = Callable[..., str]
 
 
-@pytest.fixture
-def tool(conn: Connection) -> MemoryTool:
-    enable_for_agent(conn, AGENT)
-    conn.commit()
-    return MemoryTool(conn, AGENT)
-
-
-@pytest.fixture
-def run(tool: MemoryTool) -> Run:
-    def call(command: str, **params: Any) -> str:
-        return tool.execute({"command": command, **params})
-
-    return call
-
-
 def text_of(conn: Connection, path: str) -> str | None:
     return file_text(conn, path, KEY)
 

@@ -35,24 +35,6 @@ KEY = f"agent:{AGENT}"
 Run = Callable[..., str]
 
 
-@pytest.fixture
-def tool(conn: Connection) -> MemoryTool:
-    """A MemoryTool of agent QA (default caps) on ``conn``; the agent row is committed."""
-    enable_for_agent(conn, AGENT)
-    conn.commit()
-    return MemoryTool(conn, AGENT)
-
-
-@pytest.fixture
-def run(tool: MemoryTool) -> Run:
-    """``run(command, **params)`` -> the tool's text."""
-
-    def call(command: str, **params: Any) -> str:
-        return tool.execute({"command": command, **params})
-
-    return call
-
-
 def state(conn: Connection) -> tuple[Any, ...]:
     """Everything a failing command must leave alone: row counts and every file's text."""
     return counts(conn), store_files(conn)
