@@ -133,15 +133,21 @@ def _savepoint(conn: Connection, action: str) -> Iterator[None]:
         raise dialect.translate_db_error(exc, action) from exc
 
 
+def _info_fields(m: Any) -> dict[str, Any]:
+    return {
+        "path": m["file_path"],
+        "chars": m["char_count"],
+        "version": m["version_no"],
+        "created_at": m["created_at"],
+        "updated_at": m["updated_at"],
+        "last_accessed_at": m["last_accessed_at"],
+    }
+
+
 def _record(row: Row[Any]) -> FileRecord:
     m = row._mapping
     return FileRecord(
-        path=m["file_path"],
-        chars=m["char_count"],
-        version=m["version_no"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        last_accessed_at=m["last_accessed_at"],
+        **_info_fields(m),
         text=m["body"] or "",
         store_id=m["store_id"],
         file_id=m["file_id"],
@@ -150,15 +156,7 @@ def _record(row: Row[Any]) -> FileRecord:
 
 
 def _info(row: Row[Any]) -> FileInfo:
-    m = row._mapping
-    return FileInfo(
-        path=m["file_path"],
-        chars=m["char_count"],
-        version=m["version_no"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        last_accessed_at=m["last_accessed_at"],
-    )
+    return FileInfo(**_info_fields(row._mapping))
 
 
 def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
