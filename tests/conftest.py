@@ -49,7 +49,14 @@ from dbmemory.db.engine import create_engine, normalize_url, redact_url
 
 __all__ = ["DATA_TABLES", "SERVERS", "clean_tables", "in_ci", "other_connection_for"]
 
-DATA_TABLES = ("dbm_audit_events", "dbm_files", "dbm_stores", "dbm_agents", "dbm_user_settings")
+DATA_TABLES = (
+    "dbm_audit_events",
+    "dbm_file_reads",
+    "dbm_files",
+    "dbm_stores",
+    "dbm_agents",
+    "dbm_user_settings",
+)
 """dbmemory's tables, children first: the order rows are deleted in between tests."""
 
 

@@ -16,11 +16,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Engine
 
 from dbmemory.db import migrate, schema
-from dbmemory.db.dialect import utcnow
+from dbmemory.db.dialect import UtcDateTime, utcnow
 from dbmemory.db.engine import create_engine, normalize_url, redact_url
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError
 
-TABLES = {"dbm_stores", "dbm_files", "dbm_agents", "dbm_audit_events", "dbm_user_settings"}
+TABLES = {
+    "dbm_stores",
+    "dbm_files",
+    "dbm_agents",
+    "dbm_audit_events",
+    "dbm_user_settings",
+    "dbm_file_reads",
+    "dbm_job_locks",
+}
 
 
 def _dbm_tables(engine: Engine) -> set[str]:
@@ -309,6 +317,10 @@ def test_nothing_migrates_on_import(tmp_path: Path) -> None:
     assert not db.exists()
 
 
+ALTERED_TABLES = {"dbm_stores": ("max_file_chars", "max_files", "max_store_chars")}
+"""Tables that a revision after their creation changed, with the columns it added."""
+
+
 @pytest.mark.parametrize("dialect_name", ["oracle", "postgresql", "mysql", "sqlite"])
 def test_migration_ddl_is_exactly_schema_ddl(dialect_name: str) -> None:
     from sqlalchemy.schema import CreateIndex, CreateTable
@@ -319,6 +331,12 @@ def test_migration_ddl_is_exactly_schema_ddl(dialect_name: str) -> None:
     dialect = migrate.offline_dialect(dialect_name)
     rendered = norm(migrate.offline_sql(dialect_name))
     for table in schema.metadata.sorted_tables:
+        if table.name in ALTERED_TABLES:
+            # created by 0001, then given columns by a later revision: its CREATE TABLE is the
+            # 0001 one, and every later column must appear as an ADD
+            for column in ALTERED_TABLES[table.name]:
+                assert f"ADD {column}" in rendered or f"ADD COLUMN {column}" in rendered, column
+            continue
         ddl = norm(str(CreateTable(table).compile(dialect=dialect)))
         assert ddl in rendered, f"{table.name}: the migration differs from schema.py\n{ddl}"
         for index in table.indexes:
@@ -417,3 +435,86 @@ def test_settings_read_dbmemory_variables(monkeypatch: pytest.MonkeyPatch) -> No
     settings = Settings()
     assert (settings.url, settings.model) == ("postgresql://app@db/app", "ollama/llama3.1")
     assert Settings.model_fields["url"].description
+
+
+def test_revision_0002_moves_keys_into_their_namespaces_and_gives_stores_their_caps(
+    empty_engine: Engine,
+) -> None:
+    """Upgrading a 0001 database: the profile store moves to the reserved namespace, store-code
+    context stores under ``context:store:``, agent-keyed context stores stay; every store gets
+    its owner's (or the strictest configured) caps; downgrading moves the keys back."""
+    migrate.upgrade(empty_engine, "0001")
+    ts = utcnow()
+    stores_t = sa.table(
+        "dbm_stores",
+        *(sa.column(n) for n in ("store_key", "scope_name", "agent_code", "store_code")),
+        sa.column("created_at", UtcDateTime()),
+        sa.column("updated_at", UtcDateTime()),
+    )
+    agents_t = sa.table(
+        "dbm_agents",
+        *(sa.column(n) for n in ("agent_code", "scope_name", "store_code", "context_key")),
+        *(sa.column(n) for n in ("max_file_chars", "max_files", "max_store_chars")),
+        sa.column("memory_enabled", sa.Boolean()),
+        sa.column("created_at", UtcDateTime()),
+        sa.column("updated_at", UtcDateTime()),
+    )
+    old = [
+        ("context:user-memory:user_id:u-1", "context", None, "user-memory"),
+        ("context:DOCS:document_id:7", "context", None, "DOCS"),
+        ("context:A:document_id:7", "context", "A", None),
+        ("user:A:u-1", "user", "A", None),
+        ("shared:POL", "shared", None, "POL"),
+        ("global", "global", None, None),
+    ]
+    agent_rows = [
+        ("A", "user", None, None, 500, 7, 900),
+        ("B", "shared", "POL", None, 800, 9, None),
+        ("C", "shared", "POL", None, 600, 20, 5000),
+    ]
+    with empty_engine.begin() as c:
+        c.execute(
+            sa.insert(agents_t),
+            [
+                dict(zip(("agent_code", "scope_name", "store_code", "context_key",
+                          "max_file_chars", "max_files", "max_store_chars"), a),
+                     memory_enabled=True, created_at=ts, updated_at=ts)
+                for a in agent_rows
+            ],
+        )
+        c.execute(
+            sa.insert(stores_t),
+            [
+                dict(zip(("store_key", "scope_name", "agent_code", "store_code"), s),
+                     created_at=ts, updated_at=ts)
+                for s in old
+            ],
+        )
+    migrate.upgrade(empty_engine)
+    with empty_engine.connect() as c:
+        rows = {
+            r.store_key: r
+            for r in c.execute(
+                sa.text(
+                    "SELECT store_key, scope_name, max_file_chars, max_files, max_store_chars "
+                    "FROM dbm_stores"
+                )
+            )
+        }
+    assert set(rows) == {
+        "reserved:profile:user-memory:u-1",
+        "context:store:DOCS:document_id:7",
+        "context:A:document_id:7",
+        "user:A:u-1",
+        "shared:POL",
+        "global",
+    }
+    assert rows["reserved:profile:user-memory:u-1"].scope_name == "reserved"
+    assert tuple(rows["user:A:u-1"][2:]) == (500, 7, 900)
+    assert tuple(rows["context:A:document_id:7"][2:]) == (500, 7, 900)
+    assert tuple(rows["shared:POL"][2:]) == (600, 9, 5000)  # the strictest of B and C
+    assert tuple(rows["global"][2:]) == (100_000, 1_000, None)
+    migrate.downgrade(empty_engine, "0001")
+    with empty_engine.connect() as c:
+        keys = {r[0] for r in c.execute(sa.text("SELECT store_key FROM dbm_stores"))}
+    assert keys == {s[0] for s in old}

@@ -21,6 +21,9 @@ __all__ = [
     "agents",
     "audit_events",
     "user_settings",
+    "file_reads",
+    "job_locks",
+    "EXPIRY_LOCK",
     "FILE_LIST_VIEW",
     "file_list_view_select",
     "VERSION_TABLE",
@@ -70,6 +73,26 @@ stores = sa.Table(
     sa.Column("store_code", sa.String(200), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column(
+        "max_file_chars",
+        sa.Integer(),
+        nullable=False,
+        server_default=sa.text("100000"),
+        comment="cap: characters per file",
+    ),
+    sa.Column(
+        "max_files",
+        sa.Integer(),
+        nullable=False,
+        server_default=sa.text("1000"),
+        comment="cap: files in the store",
+    ),
+    sa.Column(
+        "max_store_chars",
+        sa.BigInteger(),
+        nullable=True,
+        comment="cap: characters in the store; NULL means no cap",
+    ),
     sa.UniqueConstraint("store_key", name="uq_dbm_stores_key"),
     sa.Index("ix_dbm_stores_agent", "agent_code"),
     **_MYSQL,
@@ -147,6 +170,30 @@ user_settings = sa.Table(
     **_MYSQL,
 )
 """Per-user settings: the user-memory opt-out (:func:`dbmemory.profile.set_user_memory_enabled`)."""
+
+
+file_reads = sa.Table(
+    "dbm_file_reads",
+    metadata,
+    sa.Column("file_id", big_id, primary_key=True, autoincrement=False, comment="no foreign key: see revision 0002"),
+    sa.Column("read_at", UtcDateTime(), nullable=False, comment="last recorded read"),
+    **_MYSQL,
+)
+"""The last recorded read of each file (a read's touch). No foreign key: the check would wait
+for a writer's lock on the file row. Rows of deleted files are purged by the expiry."""
+
+job_locks = sa.Table(
+    "dbm_job_locks",
+    metadata,
+    sa.Column("lock_name", sa.String(30), primary_key=True),
+    sa.Column("updated_at", UtcDateTime(), nullable=True),
+    **_MYSQL,
+)
+"""One row per scheduled job; the expiry holds its row exclusively per batch, a read's touch
+holds it shared (revision 0002)."""
+
+EXPIRY_LOCK = "expiry"
+"""``dbm_job_locks.lock_name`` of the expiry job."""
 
 
 def file_list_view_select() -> sa.Select[tuple[object, ...]]:
