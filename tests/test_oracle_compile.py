@@ -293,6 +293,8 @@ _DDL_WORDS = frozenset(
         "INTEGER",
         "SMALLINT",
         "TIMESTAMP",
+        "CHECK",
+        "IN",
     ]
 )
 
@@ -350,8 +352,8 @@ def _regex_problems(sql: str) -> list[str]:
     text = _strip_literals(sql)
     if '"' in text:
         problems.append("quoted identifier (a reserved word SQLAlchemy had to quote)")
-    if re.search(r"\bIS\s+(NOT\s+)?[01]\b", text):
-        problems.append("'IS 0'/'IS 1' is invalid on Oracle: compare with == False or use ~col")
+    if re.search(r"\bIS\s+(NOT\s+)?(?!NULL\b|JSON\b)[\w:]", text):
+        problems.append("'IS 0'/'IS :bind' is invalid on Oracle: compare flags with == sa.false()")
     if re.search(r"\b(true|false)\b", text, flags=re.IGNORECASE):
         problems.append("boolean literal: Oracle 19c SQL has none")
     if re.search(r"\bLIMIT\b", text):
@@ -454,3 +456,84 @@ def test_the_checks_catch_what_they_are_meant_to_catch() -> None:
     fine = sa.update(files).where(files.c.file_id == 1).values(body="new")
     sql = _compiled(fine)
     assert not _regex_problems(sql) and not _sqlglot_problems(sql), sql
+
+
+# -- flags: one type on 19c and 23ai -----------------------------------------------------------
+
+FLAG_COLUMNS = {
+    ("dbm_files", "expiry_exempt", "ck_dbm_files_exempt"),
+    ("dbm_agents", "memory_enabled", "ck_dbm_agents_enabled"),
+    ("dbm_user_settings", "memory_enabled", "ck_dbm_user_settings_enabled"),
+}
+
+
+def _oracle23_dialect() -> sa.engine.Dialect:
+    """An unconnected Oracle dialect as SQLAlchemy assumes it: 23ai, native BOOLEAN."""
+    from sqlalchemy.dialects import oracle
+
+    dialect = oracle.dialect()
+    assert dialect.supports_native_boolean
+    return dialect
+
+
+@pytest.mark.parametrize("version", ["19c", "23ai"])
+def test_flag_columns_are_number_1_with_a_check_on_19c_and_23ai(version: str) -> None:
+    dialect = oracle19_dialect() if version == "19c" else _oracle23_dialect()
+    for table_name, column, check in FLAG_COLUMNS:
+        ddl = str(CreateTable(schema.metadata.tables[table_name]).compile(dialect=dialect))
+        assert re.search(rf"^\s*{column} NUMBER\(1\) NOT NULL, ?$", ddl, flags=re.M), ddl
+        assert f"CONSTRAINT {check} CHECK ({column} IN (0, 1))" in ddl, ddl
+        assert "BOOLEAN" not in ddl and "SMALLINT" not in ddl, ddl
+
+
+def test_install_script_declares_every_flag_as_number_1_with_its_check() -> None:
+    text = sqlgen.render_install("oracle")
+    for _, column, check in FLAG_COLUMNS:
+        assert f"CONSTRAINT {check} CHECK ({column} IN (0, 1))" in text
+    assert text.count(" NUMBER(1) NOT NULL,") == len(FLAG_COLUMNS)
+    assert "BOOLEAN" not in text and "SMALLINT" not in text
+
+
+@pytest.mark.parametrize("dialect_name", ["postgresql", "mysql", "sqlite"])
+def test_flag_columns_keep_their_boolean_ddl_and_no_check_elsewhere(dialect_name: str) -> None:
+    from dbmemory.db import migrate
+
+    dialect = migrate.offline_dialect(dialect_name)
+    expected = {"postgresql": "BOOLEAN", "mysql": "BOOL", "sqlite": "BOOLEAN"}[dialect_name]
+    for table_name, column, check in FLAG_COLUMNS:
+        ddl = str(CreateTable(schema.metadata.tables[table_name]).compile(dialect=dialect))
+        assert re.search(rf"^\s*{column} {expected} NOT NULL, ?$", ddl, flags=re.M), ddl
+        assert check not in ddl and "CHECK" not in ddl, ddl
+
+
+def test_flags_bind_as_0_and_1_and_read_back_as_bool_on_oracle_19c_and_23ai() -> None:
+    for dialect in (oracle19_dialect(), _oracle23_dialect()):
+        flag = schema.files.c.expiry_exempt.type
+        bind = flag._cached_bind_processor(dialect)  # what execution uses
+        sent = [bind(v) if bind else v for v in (True, False, None)]
+        assert sent == [1, 0, None] and all(type(v) is int for v in sent[:2])
+        result = flag._cached_result_processor(dialect, None)
+        assert result is not None
+        assert [result(1), result(0), result(None)] == [True, False, None]
+
+
+@pytest.mark.parametrize("version", ["19c", "23ai"])
+def test_flag_comparisons_render_0_and_1_never_a_boolean_or_is(version: str) -> None:
+    dialect = oracle19_dialect() if version == "19c" else _oracle23_dialect()
+    files, agents = schema.files, schema.agents
+    cases = {
+        files.c.expiry_exempt == sa.false(): "dbm_files.expiry_exempt = 0",
+        files.c.expiry_exempt != sa.true(): "dbm_files.expiry_exempt != 1",
+        agents.c.memory_enabled == sa.true(): "dbm_agents.memory_enabled = 1",
+    }
+    for expr, sql in cases.items():
+        assert str(expr.compile(dialect=dialect)) == sql
+    for name, statement in _statements().items():
+        compiled = statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+        text = _strip_literals(str(compiled))
+        assert not re.search(r"\b(true|false)\b", text, flags=re.IGNORECASE), (name, text)
+        assert not re.search(r"\bIS\s+(NOT\s+)?(?!NULL\b)[\w:]", text), (name, text)
+        for bind in compiled.binds.values():
+            if isinstance(bind.type, type(files.c.expiry_exempt.type)):
+                processor = bind.type._cached_bind_processor(dialect)
+                assert processor is not None and processor(True) == 1, (name, bind.key)

@@ -51,7 +51,11 @@ def test_install_scripts_insert_the_version_row_without_returning(dialect: str) 
     text = sqlgen.render_install(dialect)
     assert ":ret_0" not in text
     assert "RETURNING" not in text.upper()
-    assert f"INSERT INTO dbm_alembic_version (version_num) VALUES ('{migrate.head()}');" in text
+    # the first revision inserts the version row, each later one moves it on: the script
+    # leaves the database at head
+    assert "INSERT INTO dbm_alembic_version (version_num) VALUES ('0001');" in text
+    stamps = re.findall(r"dbm_alembic_version (?:\(version_num\) VALUES \(|SET version_num=)'(\w+)'", text)
+    assert stamps and stamps[-1] == migrate.head(), stamps
 
 
 @pytest.mark.parametrize("dialect", sqlgen.DIALECTS)

@@ -38,12 +38,13 @@ CREATE TABLE dbm_files (
     body CLOB,
     char_count INTEGER NOT NULL,
     version_no INTEGER NOT NULL,
-    expiry_exempt SMALLINT NOT NULL,
+    expiry_exempt NUMBER(1) NOT NULL,
     created_at TIMESTAMP NOT NULL,
     updated_at TIMESTAMP NOT NULL,
     last_accessed_at TIMESTAMP NOT NULL,
     CONSTRAINT pk_dbm_files PRIMARY KEY (file_id),
     CONSTRAINT uq_dbm_files_store_path UNIQUE (store_id, path_hash),
+    CONSTRAINT ck_dbm_files_exempt CHECK (expiry_exempt IN (0, 1)),
     CONSTRAINT fk_dbm_files_store FOREIGN KEY(store_id) REFERENCES dbm_stores (store_id) ON DELETE CASCADE
 );
 
@@ -67,10 +68,11 @@ CREATE TABLE dbm_agents (
     max_file_chars INTEGER NOT NULL,
     max_files INTEGER NOT NULL,
     max_store_chars NUMBER(19),
-    memory_enabled SMALLINT NOT NULL,
+    memory_enabled NUMBER(1) NOT NULL,
     created_at TIMESTAMP NOT NULL,
     updated_at TIMESTAMP NOT NULL,
-    CONSTRAINT pk_dbm_agents PRIMARY KEY (agent_code)
+    CONSTRAINT pk_dbm_agents PRIMARY KEY (agent_code),
+    CONSTRAINT ck_dbm_agents_enabled CHECK (memory_enabled IN (0, 1))
 );
 
 COMMENT ON COLUMN dbm_agents.max_store_chars IS 'NULL means no cap';
@@ -97,9 +99,10 @@ CREATE INDEX ix_dbm_audit_events_time ON dbm_audit_events (created_at);
 
 CREATE TABLE dbm_user_settings (
     user_key VARCHAR2(200 CHAR) NOT NULL,
-    memory_enabled SMALLINT NOT NULL,
+    memory_enabled NUMBER(1) NOT NULL,
     updated_at TIMESTAMP NOT NULL,
-    CONSTRAINT pk_dbm_user_settings PRIMARY KEY (user_key)
+    CONSTRAINT pk_dbm_user_settings PRIMARY KEY (user_key),
+    CONSTRAINT ck_dbm_user_settings_enabled CHECK (memory_enabled IN (0, 1))
 );
 
 COMMENT ON COLUMN dbm_user_settings.user_key IS 'the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)';

@@ -308,7 +308,7 @@ def _update_file(with_exempt: bool) -> sa.Update:
         "last_accessed_at": now,
     }
     if with_exempt:
-        values["expiry_exempt"] = _bp("p_exempt", type_=sa.Boolean(create_constraint=False))
+        values["expiry_exempt"] = _bp("p_exempt", type_=files.c.expiry_exempt.type)
     return (
         sa.update(files)
         .where(files.c.file_id == _bp("p_fid"), files.c.version_no == _bp("p_version"))

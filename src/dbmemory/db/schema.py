@@ -3,7 +3,9 @@
 Rules kept here: every table is prefixed ``dbm_``; no table, column or constraint name is an
 Oracle reserved word or longer than 30 characters; the file body is a CLOB that is never
 compared, sorted or grouped (sizes live in ``char_count``, equality uses ``version_no`` and
-``path_hash``); timestamps are UTC (:class:`~dbmemory.db.dialect.UtcDateTime`).
+``path_hash``); timestamps are UTC (:class:`~dbmemory.db.dialect.UtcDateTime`); yes/no columns
+are :class:`~dbmemory.db.dialect.Flag` (``NUMBER(1)`` with a ``CHECK (col IN (0, 1))`` on
+Oracle 19c and 23ai alike, ``BOOLEAN`` elsewhere).
 
 Migrations (``dbmemory/db/migrations``) create exactly these tables; a test compares them.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from dbmemory.db.dialect import BodyText, PathText, UtcDateTime, big_id
+from dbmemory.db.dialect import BodyText, Flag, PathText, UtcDateTime, big_id, flag_check
 
 __all__ = [
     "metadata",
@@ -113,12 +115,13 @@ files = sa.Table(
     sa.Column("body", BodyText, nullable=True, comment="NULL means empty (Oracle stores '' as NULL)"),
     sa.Column("char_count", sa.Integer(), nullable=False, comment="length of body in characters"),
     sa.Column("version_no", sa.Integer(), nullable=False, comment="1 on create, +1 per change"),
-    sa.Column("expiry_exempt", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("expiry_exempt", Flag(), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("last_accessed_at", UtcDateTime(), nullable=False, comment="last read or write"),
     sa.UniqueConstraint("store_id", "path_hash", name="uq_dbm_files_store_path"),
     sa.Index("ix_dbm_files_accessed", "last_accessed_at"),
+    flag_check("expiry_exempt", "ck_dbm_files_exempt"),
     **_MYSQL,
 )
 
@@ -132,9 +135,10 @@ agents = sa.Table(
     sa.Column("max_file_chars", sa.Integer(), nullable=False),
     sa.Column("max_files", sa.Integer(), nullable=False),
     sa.Column("max_store_chars", sa.BigInteger(), nullable=True, comment="NULL means no cap"),
-    sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("memory_enabled", Flag(), nullable=False),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
+    flag_check("memory_enabled", "ck_dbm_agents_enabled"),
     **_MYSQL,
 )
 
@@ -165,8 +169,9 @@ user_settings = sa.Table(
         primary_key=True,
         comment="the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)",
     ),
-    sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+    sa.Column("memory_enabled", Flag(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
+    flag_check("memory_enabled", "ck_dbm_user_settings_enabled"),
     **_MYSQL,
 )
 """Per-user settings: the user-memory opt-out (:func:`dbmemory.profile.set_user_memory_enabled`)."""

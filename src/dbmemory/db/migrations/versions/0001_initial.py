@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import BodyText, PathText, UtcDateTime, big_id
+from dbmemory.db.dialect import BodyText, Flag, PathText, UtcDateTime, big_id, flag_check
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
@@ -103,12 +103,13 @@ def upgrade() -> None:
             "char_count", sa.Integer(), nullable=False, comment="length of body in characters"
         ),
         sa.Column("version_no", sa.Integer(), nullable=False, comment="1 on create, +1 per change"),
-        sa.Column("expiry_exempt", sa.Boolean(create_constraint=False), nullable=False),
+        sa.Column("expiry_exempt", Flag(), nullable=False),
         sa.Column("created_at", UtcDateTime(), nullable=False),
         sa.Column("updated_at", UtcDateTime(), nullable=False),
         sa.Column("last_accessed_at", UtcDateTime(), nullable=False, comment="last read or write"),
         sa.PrimaryKeyConstraint("file_id", name="pk_dbm_files"),
         sa.UniqueConstraint("store_id", "path_hash", name="uq_dbm_files_store_path"),
+        flag_check("expiry_exempt", "ck_dbm_files_exempt"),
         sa.ForeignKeyConstraint(
             ["store_id"],
             ["dbm_stores.store_id"],
@@ -128,10 +129,11 @@ def upgrade() -> None:
         sa.Column("max_file_chars", sa.Integer(), nullable=False),
         sa.Column("max_files", sa.Integer(), nullable=False),
         sa.Column("max_store_chars", sa.BigInteger(), nullable=True, comment="NULL means no cap"),
-        sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+        sa.Column("memory_enabled", Flag(), nullable=False),
         sa.Column("created_at", UtcDateTime(), nullable=False),
         sa.Column("updated_at", UtcDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("agent_code", name="pk_dbm_agents"),
+        flag_check("memory_enabled", "ck_dbm_agents_enabled"),
         **_MYSQL,
     )
 
@@ -163,9 +165,10 @@ def upgrade() -> None:
             nullable=False,
             comment="the user id as encoded for store keys (dbmemory.profile.store.encode_user_id)",
         ),
-        sa.Column("memory_enabled", sa.Boolean(create_constraint=False), nullable=False),
+        sa.Column("memory_enabled", Flag(), nullable=False),
         sa.Column("updated_at", UtcDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("user_key", name="pk_dbm_user_settings"),
+        flag_check("memory_enabled", "ck_dbm_user_settings_enabled"),
         **_MYSQL,
     )
 

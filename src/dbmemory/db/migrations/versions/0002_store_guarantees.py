@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import UtcDateTime, big_id
+from dbmemory.db.dialect import Flag, UtcDateTime, big_id
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -72,7 +72,7 @@ _agents = sa.table(
     sa.column("max_file_chars", sa.Integer()),
     sa.column("max_files", sa.Integer()),
     sa.column("max_store_chars", sa.BigInteger()),
-    sa.column("memory_enabled", sa.Boolean(create_constraint=False)),
+    sa.column("memory_enabled", Flag()),
 )
 _job_locks = sa.table(
     "dbm_job_locks",
