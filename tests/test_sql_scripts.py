@@ -128,10 +128,47 @@ def test_oracle_scripts_end_statements_with_semicolons_and_blocks_with_slash(nam
         else:
             assert not unit.lines[-1].rstrip().endswith("/;"), unit.lines[0]
     if name == "install.sql":
-        assert all(u.kind == "sql" for u in units)
+        # one PL/SQL block, the pre-flight, before the first DDL; then plain SQL
+        assert units[0].kind == "plsql" and all(u.kind == "sql" for u in units[1:])
         assert ":ret_0" not in text and "RETURNING" not in text
     if name == "expiry_job.sql":
         assert sum(u.kind == "plsql" for u in units) == 3
+
+
+def test_oracle_install_checks_before_the_first_ddl_and_ends_with_commit() -> None:
+    text = sqlgen.render_install("oracle")
+    units = _sqlplus_units(text)
+    preflight = "\n".join(units[0].lines)
+    first_ddl = re.search(r"^CREATE ", text, flags=re.MULTILINE)
+    assert first_ddl and text.index(preflight) < first_ddl.start()
+    for needed in (*migrate.ORACLE_SCHEMA_PRIVILEGES, "UNLIMITED TABLESPACE"):
+        assert f"'{needed}'" in preflight, needed
+    for word in ("session_privs", "user_ts_quotas", "user_users", "NLS_CHARACTERSET"):
+        assert word in preflight, word
+    assert f"v_charset <> '{migrate.ORACLE_CHARACTER_SET}'" in preflight
+    assert "' GRANT ' || p_privilege || ' TO ' || v_user" in preflight
+    assert "' ALTER USER ' || v_user || ' QUOTA UNLIMITED ON ' || v_space" in preflight
+    assert "RAISE_APPLICATION_ERROR" in preflight
+    # the data changes after the last DDL are committed by the script itself ...
+    assert units[-1].lines == ["COMMIT;"]
+    assert units[-2].lines[0].startswith("UPDATE dbm_alembic_version SET version_num=")
+    # ... and rolled back when a statement fails (SQL*Plus would commit them on EXIT)
+    assert "WHENEVER SQLERROR EXIT SQL.SQLCODE ROLLBACK\n" in text
+
+
+def test_oracle_uninstall_purges_every_table_and_rolls_back_on_error() -> None:
+    text = sqlgen.render_uninstall("oracle")
+    drops = re.findall(r"^DROP TABLE (\w+)( PURGE)?;$", text, flags=re.MULTILINE)
+    assert {t for t, _ in drops} == {*schema.metadata.tables, schema.VERSION_TABLE}
+    assert all(purge for _, purge in drops), drops
+    assert "WHENEVER SQLERROR EXIT SQL.SQLCODE ROLLBACK\n" in text
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mysql"])
+def test_other_uninstall_scripts_drop_without_purge(dialect: str) -> None:
+    text = sqlgen.render_uninstall(dialect)
+    assert "PURGE" not in text
+    assert re.search(r"^DROP TABLE dbm_files;$", text, flags=re.MULTILINE)
 
 
 def test_expiry_scripts_document_the_default_days_at_the_top() -> None:

@@ -4,7 +4,7 @@
 -- a test fails when this file and the migrations drift apart.
 -- WARNING: drops every dbmemory table with all memory files and audit events.
 
-WHENEVER SQLERROR EXIT SQL.SQLCODE
+WHENEVER SQLERROR EXIT SQL.SQLCODE ROLLBACK
 SET DEFINE OFF
 
 -- Remove the expiry job and procedure of expiry_job.sql, when installed.
@@ -29,9 +29,9 @@ UPDATE dbm_stores SET store_key=('context:' || substr(dbm_stores.store_key, 15))
 
 UPDATE dbm_stores SET store_key=('context:user-memory:user_id:' || substr(dbm_stores.store_key, 30)), scope_name='context' WHERE substr(dbm_stores.store_key, 1, 29) = 'reserved:profile:user-memory:';
 
-DROP TABLE dbm_job_locks;
+DROP TABLE dbm_job_locks PURGE;
 
-DROP TABLE dbm_file_reads;
+DROP TABLE dbm_file_reads PURGE;
 
 ALTER TABLE dbm_stores DROP COLUMN max_store_chars;
 
@@ -45,14 +45,14 @@ UPDATE dbm_alembic_version SET version_num='0001' WHERE dbm_alembic_version.vers
 
 DROP VIEW dbm_file_list_v;
 
-DROP TABLE dbm_user_settings;
+DROP TABLE dbm_user_settings PURGE;
 
-DROP TABLE dbm_audit_events;
+DROP TABLE dbm_audit_events PURGE;
 
-DROP TABLE dbm_agents;
+DROP TABLE dbm_agents PURGE;
 
-DROP TABLE dbm_files;
+DROP TABLE dbm_files PURGE;
 
-DROP TABLE dbm_stores;
+DROP TABLE dbm_stores PURGE;
 
-DROP TABLE dbm_alembic_version;
+DROP TABLE dbm_alembic_version PURGE;

@@ -145,6 +145,7 @@ def configure_engine(engine: Engine, *, busy_timeout_ms: int = 30_000) -> Engine
 
     Idempotent: calling it twice on one engine installs the listeners once.
     """
+    configure_oracle_session(engine)  # Oracle: binary NLS_COMP/NLS_SORT on every connection
     if engine.dialect.name != "sqlite" or getattr(engine, "_dbmemory_configured", False):
         return engine
 

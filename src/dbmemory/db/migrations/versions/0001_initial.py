@@ -7,6 +7,14 @@ Written out column by column (never from ``dbmemory.db.schema``'s Table objects)
 schema changes cannot rewrite history; only the column types come from
 ``dbmemory.db.dialect``. The view's SELECT is frozen here too, built from lightweight
 ``sa.table()`` constructs; a test checks it matches ``schema.file_list_view_select()``.
+
+Oracle commits every DDL statement, so a run that failed half-way left its first objects
+behind: online on Oracle each table, index and view is created only when missing
+(:func:`dbmemory.db.dialect.oracle_object_exists`), so the upgrade can simply be run again.
+Elsewhere and offline the DDL is unconditional and unchanged. Flags are
+:class:`~dbmemory.db.dialect.Flag`: ``NUMBER(1)`` with a ``CHECK`` on Oracle (this revision
+rendered ``SMALLINT`` on 19c and ``BOOLEAN`` on 23ai before; it had never run on a real Oracle
+here), ``BOOLEAN``/``BOOL`` elsewhere exactly as before.
 """
 
 from __future__ import annotations
@@ -16,7 +24,16 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import BodyText, Flag, PathText, UtcDateTime, big_id, flag_check
+from dbmemory.db.dialect import (
+    BodyText,
+    Flag,
+    PathText,
+    UtcDateTime,
+    big_id,
+    drop_table,
+    flag_check,
+    oracle_object_exists,
+)
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
@@ -33,6 +50,22 @@ _MYSQL = {
 }
 
 VIEW_NAME = "dbm_file_list_v"
+
+
+def _missing(kind: str, name: str) -> bool:
+    """Whether ``name`` still has to be created (always True offline and off Oracle)."""
+    bind = None if op.get_context().as_sql else op.get_bind()
+    return not oracle_object_exists(bind, kind, name)
+
+
+def _create_table(name: str, *columns: object, **kw: object) -> None:
+    if _missing("table", name):
+        op.create_table(name, *columns, **kw)
+
+
+def _create_index(name: str, table: str, columns: list[str]) -> None:
+    if _missing("index", name):
+        op.create_index(name, table, columns)
 
 
 def view_select() -> sa.Select[tuple[object, ...]]:
@@ -70,7 +103,7 @@ def view_select() -> sa.Select[tuple[object, ...]]:
 
 def upgrade() -> None:
     """Create the four tables, their indexes and the report view."""
-    op.create_table(
+    _create_table(
         "dbm_stores",
         sa.Column("store_id", big_id, sa.Identity(), nullable=False),
         sa.Column("store_key", sa.String(700), nullable=False),
@@ -88,9 +121,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("store_key", name="uq_dbm_stores_key"),
         **_MYSQL,
     )
-    op.create_index("ix_dbm_stores_agent", "dbm_stores", ["agent_code"])
+    _create_index("ix_dbm_stores_agent", "dbm_stores", ["agent_code"])
 
-    op.create_table(
+    _create_table(
         "dbm_files",
         sa.Column("file_id", big_id, sa.Identity(), nullable=False),
         sa.Column("store_id", big_id, nullable=False),
@@ -118,9 +151,9 @@ def upgrade() -> None:
         ),
         **_MYSQL,
     )
-    op.create_index("ix_dbm_files_accessed", "dbm_files", ["last_accessed_at"])
+    _create_index("ix_dbm_files_accessed", "dbm_files", ["last_accessed_at"])
 
-    op.create_table(
+    _create_table(
         "dbm_agents",
         sa.Column("agent_code", sa.String(200), nullable=False),
         sa.Column("scope_name", sa.String(10), nullable=False),
@@ -137,7 +170,7 @@ def upgrade() -> None:
         **_MYSQL,
     )
 
-    op.create_table(
+    _create_table(
         "dbm_audit_events",
         sa.Column("event_id", big_id, sa.Identity(), nullable=False),
         sa.Column(
@@ -154,10 +187,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("event_id", name="pk_dbm_audit_events"),
         **_MYSQL,
     )
-    op.create_index("ix_dbm_audit_events_store", "dbm_audit_events", ["store_id", "created_at"])
-    op.create_index("ix_dbm_audit_events_time", "dbm_audit_events", ["created_at"])
+    _create_index("ix_dbm_audit_events_store", "dbm_audit_events", ["store_id", "created_at"])
+    _create_index("ix_dbm_audit_events_time", "dbm_audit_events", ["created_at"])
 
-    op.create_table(
+    _create_table(
         "dbm_user_settings",
         sa.Column(
             "user_key",
@@ -174,14 +207,16 @@ def upgrade() -> None:
 
     dialect = op.get_context().dialect
     select_sql = str(view_select().compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-    op.execute(f"CREATE VIEW {VIEW_NAME} AS {select_sql}")
+    if _missing("view", VIEW_NAME):
+        op.execute(f"CREATE VIEW {VIEW_NAME} AS {select_sql}")
 
 
 def downgrade() -> None:
-    """Drop the view and the four tables (children first; indexes go with their tables)."""
+    """Drop the view and the tables (children first; indexes go with their tables; on Oracle
+    with ``PURGE``: nothing stays in the recycle bin)."""
     op.execute(f"DROP VIEW {VIEW_NAME}")
-    op.drop_table("dbm_user_settings")
-    op.drop_table("dbm_audit_events")
-    op.drop_table("dbm_agents")
-    op.drop_table("dbm_files")
-    op.drop_table("dbm_stores")
+    drop_table(op, "dbm_user_settings")
+    drop_table(op, "dbm_audit_events")
+    drop_table(op, "dbm_agents")
+    drop_table(op, "dbm_files")
+    drop_table(op, "dbm_stores")

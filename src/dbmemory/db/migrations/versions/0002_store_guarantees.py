@@ -24,7 +24,10 @@ Revises: 0001
   ``context:<CODE>:<KEY>:<VALUE>`` to ``context:store:<CODE>:<KEY>:<VALUE>``, so they can never
   share a key with the context stores of an agent whose code equals that store code.
 
-Written out column by column (never from ``dbmemory.db.schema``), as 0001 is.
+Written out column by column (never from ``dbmemory.db.schema``), as 0001 is. All DDL comes
+before the data changes: Oracle commits each DDL statement, and online on Oracle each column
+and table is created only when missing, so a run that failed half-way can be run again (the
+data changes after the last DDL roll back on a failure, with the version stamp).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import Flag, UtcDateTime, big_id
+from dbmemory.db.dialect import Flag, UtcDateTime, big_id, drop_table, oracle_object_exists
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -81,6 +84,22 @@ _job_locks = sa.table(
 )
 
 
+def _missing(kind: str, name: str, table: str | None = None) -> bool:
+    """Whether ``name`` still has to be created (always True offline and off Oracle)."""
+    bind = None if op.get_context().as_sql else op.get_bind()
+    return not oracle_object_exists(bind, kind, name, table=table)
+
+
+def _add_column(table: str, column: sa.Column[object]) -> None:
+    if _missing("column", column.name, table):
+        op.add_column(table, column)
+
+
+def _create_table(name: str, *columns: object, **kw: object) -> None:
+    if _missing("table", name):
+        op.create_table(name, *columns, **kw)
+
+
 def _starts_with(column: sa.ColumnElement[str], prefix: str) -> sa.ColumnElement[bool]:
     """Exact prefix test (no LIKE: ``_`` would be a wildcard)."""
     return sa.func.substr(column, 1, len(prefix)) == prefix
@@ -103,7 +122,7 @@ def _concat(*parts: sa.ColumnElement[str] | str) -> sa.ColumnElement[str]:
 
 def upgrade() -> None:
     """Add the store caps, the read and job-lock tables, and move keys to their namespaces."""
-    op.add_column(
+    _add_column(
         "dbm_stores",
         sa.Column(
             "max_file_chars",
@@ -113,7 +132,7 @@ def upgrade() -> None:
             comment="cap: characters per file",
         ),
     )
-    op.add_column(
+    _add_column(
         "dbm_stores",
         sa.Column(
             "max_files",
@@ -123,7 +142,7 @@ def upgrade() -> None:
             comment="cap: files in the store",
         ),
     )
-    op.add_column(
+    _add_column(
         "dbm_stores",
         sa.Column(
             "max_store_chars",
@@ -133,7 +152,7 @@ def upgrade() -> None:
         ),
     )
 
-    op.create_table(
+    _create_table(
         "dbm_file_reads",
         sa.Column(
             "file_id",
@@ -146,7 +165,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("file_id", name="pk_dbm_file_reads"),
         **_MYSQL,
     )
-    op.create_table(
+    _create_table(
         "dbm_job_locks",
         sa.Column("lock_name", sa.String(30), nullable=False),
         sa.Column("updated_at", UtcDateTime(), nullable=True),
@@ -231,8 +250,8 @@ def downgrade() -> None:
             scope_name="context",
         )
     )
-    op.drop_table("dbm_job_locks")
-    op.drop_table("dbm_file_reads")
+    drop_table(op, "dbm_job_locks")
+    drop_table(op, "dbm_file_reads")
     # plain ALTER TABLE ... DROP COLUMN (SQLite 3.35+ has it; a batch copy of the table would
     # break the report view that names dbm_stores)
     for column in ("max_store_chars", "max_files", "max_file_chars"):
