@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -537,3 +539,68 @@ def test_flag_comparisons_render_0_and_1_never_a_boolean_or_is(version: str) -> 
             if isinstance(bind.type, type(files.c.expiry_exempt.type)):
                 processor = bind.type._cached_bind_processor(dialect)
                 assert processor is not None and processor(True) == 1, (name, bind.key)
+
+
+# -- python-oracledb's error classes: the opt-out check ----------------------------------------
+
+
+def _oracle_error(code: int, message: str) -> Exception:
+    """The exception python-oracledb raises for ``ORA-<code>``: ``oracledb.DatabaseError`` for
+    ORA-00942/ORA-00904 (only a few codes map to IntegrityError/OperationalError)."""
+    oracledb = pytest.importorskip("oracledb")
+    from oracledb import errors as oracle_errors
+
+    error = oracle_errors._Error(f"ORA-{code:05d}: {message}", code=code)
+    exc = error.exc_type(error)
+    assert type(exc) is oracledb.DatabaseError
+    return exc
+
+
+@pytest.fixture
+def settings_engine(tmp_path: Path) -> Iterator[sa.engine.Engine]:
+    from dbmemory.db.engine import create_engine
+    from dbmemory.db.migrate import upgrade
+
+    engine = create_engine(f"sqlite:///{(tmp_path / 'optout.db').as_posix()}")
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+def _raise_on_settings_read(engine: sa.engine.Engine, code: int, message: str) -> None:
+    """Make every read of dbm_user_settings fail the way SQLAlchemy reports a python-oracledb
+    error: ``sqlalchemy.exc.DatabaseError`` (not ProgrammingError/OperationalError) with the
+    SQL text in its message."""
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def _fail(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
+        if "FROM dbm_user_settings" in statement:
+            raise sa.exc.DatabaseError(statement, params, _oracle_error(code, message))
+
+
+def test_opt_out_check_takes_an_oracle_missing_table_as_nobody_opted_out(
+    settings_engine: sa.engine.Engine,
+) -> None:
+    from dbmemory.profile.optout import is_user_memory_enabled
+
+    with settings_engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE dbm_user_settings")
+    _raise_on_settings_read(settings_engine, 942, "table or view does not exist")
+    with settings_engine.connect() as conn:
+        assert is_user_memory_enabled(conn, "u1") is True
+        conn.execute(sa.select(schema.stores.c.store_id)).all()  # the transaction is usable
+
+
+def test_opt_out_check_reports_other_oracle_errors_without_sql_text(
+    settings_engine: sa.engine.Engine,
+) -> None:
+    from dbmemory.errors import StorageError
+    from dbmemory.profile.optout import is_user_memory_enabled
+    from helpers import assert_no_leak
+
+    _raise_on_settings_read(settings_engine, 904, '"MEMORY_ENABLED": invalid identifier')
+    with settings_engine.connect() as conn, pytest.raises(StorageError) as raised:
+        is_user_memory_enabled(conn, "u1")
+    assert_no_leak(str(raised.value))
+    assert "dbm_user_settings" not in str(raised.value) and "SELECT" not in str(raised.value)
+    assert isinstance(raised.value.__cause__, sa.exc.DatabaseError)

@@ -4,11 +4,11 @@
 space and deletes the profile permanently; the audit event of the delete remains. The flag is a
 row of ``dbm_user_settings`` keyed by the encoded user id (:func:`~dbmemory.profile.store.encode_user_id`):
 
-| column         | type                   | meaning                               |
-|----------------|------------------------|---------------------------------------|
-| user_key       | VARCHAR(200) PK        | encoded user id                       |
-| memory_enabled | BOOLEAN NOT NULL       | False after an opt-out                |
-| updated_at     | TIMESTAMP (UTC)        | last change                           |
+| column         | type                            | meaning                        |
+|----------------|---------------------------------|--------------------------------|
+| user_key       | VARCHAR(200) PK                 | encoded user id                |
+| memory_enabled | BOOLEAN (NUMBER(1)) NOT NULL    | False after an opt-out         |
+| updated_at     | TIMESTAMP (UTC)                 | last change                    |
 
 The table belongs to the schema (``dbmemory.db.schema.user_settings``, created by the
 migrations).
@@ -92,10 +92,15 @@ def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
     try:
         with conn.begin_nested():
             value = conn.execute(_select(user_key)).scalar_one_or_none()
-    except (sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
-        if _table_exists(conn):
-            raise translate_db_error(exc, "reading the memory setting") from exc
-        return True
+    except sa.exc.DBAPIError as exc:
+        # Every driver error, whatever its class: a missing table is ProgrammingError on
+        # psycopg/PyMySQL, OperationalError on sqlite3, plain DatabaseError on python-oracledb
+        # (ORA-00942). Only a table known to be missing means "nobody opted out".
+        if _table_exists(conn) is False:
+            return True
+        raise translate_db_error(exc, "reading the memory setting") from exc
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "reading the memory setting") from exc
     conn.info[_TABLE_SEEN] = True
     return value is None or bool(value)
 
@@ -108,11 +113,13 @@ def forget_settings_table(conn: Connection) -> None:
         pass
 
 
-def _table_exists(conn: Connection) -> bool:
+def _table_exists(conn: Connection) -> bool | None:
+    """Whether ``dbm_user_settings`` exists; None when even that cannot be read (the caller
+    then reports the original error instead of assuming no one opted out)."""
     try:
         return bool(sa.inspect(conn).has_table(USER_SETTINGS_TABLE))
     except sa.exc.SQLAlchemyError:
-        return False
+        return None
 
 
 def set_user_memory_enabled(
