@@ -10,11 +10,13 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Engine
 
+from dbmemory.db import dialect as db_dialect
 from dbmemory.db import migrate, schema
 from dbmemory.db.dialect import UtcDateTime, utcnow
 from dbmemory.db.engine import create_engine, normalize_url, redact_url
@@ -518,3 +520,223 @@ def test_revision_0002_moves_keys_into_their_namespaces_and_gives_stores_their_c
     with empty_engine.connect() as c:
         keys = {r[0] for r in c.execute(sa.text("SELECT store_key FROM dbm_stores"))}
     assert keys == {s[0] for s in old}
+
+
+# -- Oracle: pre-flight, re-runs, transactions, session set-up (compiled; real with a URL) -----
+
+_GOOD = migrate.OracleFacts(
+    user="DBM",
+    character_set="AL32UTF8",
+    privileges=frozenset(
+        {"CREATE SESSION", "CREATE TABLE", "CREATE VIEW", "CREATE PROCEDURE", "CREATE JOB"}
+    ),
+    default_tablespace="USERS",
+    quotas={"USERS": (0, -1)},
+)
+
+
+def _facts(**changes: object) -> migrate.OracleFacts:
+    import dataclasses
+
+    return dataclasses.replace(_GOOD, **changes)  # type: ignore[arg-type]
+
+
+def test_oracle_preflight_passes_a_schema_with_every_grant() -> None:
+    assert migrate.oracle_preflight(_GOOD) == ([], [])
+    any_privs = frozenset({"CREATE ANY TABLE", "CREATE ANY VIEW", "CREATE ANY PROCEDURE",
+                           "CREATE ANY JOB", "UNLIMITED TABLESPACE"})
+    assert migrate.oracle_preflight(_facts(privileges=any_privs, quotas={})) == ([], [])
+    assert migrate.oracle_preflight(_facts(quotas={"USERS": (10, 50 * 2**20)})) == ([], [])
+
+
+def test_oracle_preflight_names_the_grant_connect_resource_lacks() -> None:
+    # GRANT CONNECT, RESOURCE: CREATE TABLE and CREATE PROCEDURE, no CREATE VIEW, no CREATE
+    # JOB and (since 12c) no tablespace quota
+    resource = frozenset({"CREATE SESSION", "CREATE TABLE", "CREATE PROCEDURE", "CREATE TYPE"})
+    problems, notes = migrate.oracle_preflight(_facts(privileges=resource, quotas={}))
+    assert problems == [
+        "CREATE VIEW is missing: run GRANT CREATE VIEW TO DBM",
+        "DBM has no quota left on its default tablespace USERS (the tables would be created, "
+        "and the first row would fail): run ALTER USER DBM QUOTA UNLIMITED ON USERS",
+    ]
+    assert len(notes) == 1 and "GRANT CREATE JOB TO DBM" in notes[0]
+    assert "expiry_job.sql" in notes[0]
+
+
+def test_oracle_preflight_quota_rules() -> None:
+    def quota_problem(**changes: object) -> list[str]:
+        return [p for p in migrate.oracle_preflight(_facts(**changes))[0] if "QUOTA" in p]
+
+    assert quota_problem(quotas={"USERS": (5 * 2**20, 5 * 2**20)})  # used up
+    assert quota_problem(quotas={"OTHER": (0, -1)})  # quota elsewhere only
+    assert not quota_problem(quotas={"USERS": (5 * 2**20, -1)})
+    assert quota_problem(default_tablespace=None, quotas={})[0].startswith(
+        "DBM has no default tablespace"
+    )
+
+
+@pytest.mark.parametrize(
+    ("charset", "refused"),
+    [("AL32UTF8", False), ("al32utf8", False), ("UTF8", True), ("WE8MSWIN1252", True),
+     ("US7ASCII", True), ("WE8ISO8859P15", True), (None, True)],
+)
+def test_oracle_character_set_other_than_al32utf8_is_refused(
+    charset: str | None, refused: bool
+) -> None:
+    problem = migrate.oracle_character_set_problem(charset)
+    assert (problem is not None) == refused
+    if refused:
+        shown = charset.upper() if charset else "unknown"
+        assert problem is not None and "AL32UTF8" in problem and f" is {shown}," in problem
+        problems, _ = migrate.oracle_preflight(_facts(character_set=charset))
+        assert problems[0] == problem  # first, before any grant
+
+
+def test_oracle_preflight_queries_compile_for_19c() -> None:
+    dialect = db_dialect.oracle19_dialect()
+    sql = {
+        name: " ".join(str(stmt.compile(dialect=dialect)).split())
+        for name, stmt in migrate.oracle_preflight_statements().items()
+    }
+    assert sql == {
+        "character_set": "SELECT nls_database_parameters.value FROM nls_database_parameters "
+        "WHERE nls_database_parameters.parameter = :p_parameter",
+        "privileges": "SELECT session_privs.privilege FROM session_privs",
+        "user": "SELECT user_users.username, user_users.default_tablespace FROM user_users",
+        "quotas": "SELECT user_ts_quotas.tablespace_name, user_ts_quotas.bytes, "
+        "user_ts_quotas.max_bytes FROM user_ts_quotas",
+    }
+    compiled = migrate.oracle_preflight_statements()["character_set"].compile(dialect=dialect)
+    assert compiled.params == {"p_parameter": "NLS_CHARACTERSET"}
+
+
+def test_ddl_commits_the_transaction_only_on_oracle() -> None:
+    assert db_dialect.ddl_commits_transaction(db_dialect.oracle19_dialect())
+    for name in ("postgresql", "mysql", "sqlite"):
+        assert not db_dialect.ddl_commits_transaction(migrate.offline_dialect(name))
+
+
+def test_existence_checks_never_run_off_oracle_or_offline(empty_engine: Engine) -> None:
+    with empty_engine.connect() as c:
+        statements: list[str] = []
+        sa.event.listen(c, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        assert not db_dialect.oracle_object_exists(c, "table", "dbm_alembic_version")
+        assert not db_dialect.oracle_object_exists(None, "column", "x", table="dbm_stores")
+        assert statements == []
+    with pytest.raises(ValueError):
+        db_dialect.oracle_object_exists(None, "column", "max_files")
+    with pytest.raises(ValueError):
+        db_dialect.oracle_object_exists(None, "sequence", "s")
+
+
+def test_oracle_existence_queries_compile_for_19c() -> None:
+    dialect = db_dialect.oracle19_dialect()
+    for kind, sql in db_dialect._ORACLE_EXISTS.items():
+        text = str(sa.text(sql).compile(dialect=dialect))
+        assert text.startswith("SELECT COUNT(*) FROM user_") and ":name" in text, kind
+
+
+def test_oracle_offline_ddl_is_unconditional_and_drops_purge() -> None:
+    up = migrate.offline_sql("oracle")
+    down = migrate.offline_sql("oracle", "downgrade")
+    assert "user_tables" not in up.lower() and "user_tab_columns" not in up.lower()
+    for table in TABLES:
+        assert f"CREATE TABLE {table} (" in up
+        assert f"DROP TABLE {table} PURGE" in down
+
+
+def test_oracle_engines_compare_binary_from_their_first_connection() -> None:
+    pytest.importorskip("oracledb")
+    engine = create_engine("oracle://dbm:secret@127.0.0.1:1/?service_name=nowhere")
+    try:
+        assert sa.event.contains(engine, "connect", db_dialect.oracle_session_listener)
+        before = len(engine.pool.dispatch.connect)
+        db_dialect.configure_engine(engine)  # idempotent: one listener
+        assert len(engine.pool.dispatch.connect) == before
+    finally:
+        engine.dispose()
+    assert db_dialect.ORACLE_SESSION_SQL == (
+        "ALTER SESSION SET NLS_COMP = 'BINARY' NLS_SORT = 'BINARY'"
+    )
+    sqlite_engine = create_engine("sqlite://")
+    assert not sa.event.contains(sqlite_engine, "connect", db_dialect.oracle_session_listener)
+
+
+def test_upgrade_of_a_connection_in_a_transaction_still_joins_it_off_oracle(
+    empty_engine: Engine, backend_name: str
+) -> None:
+    if backend_name in ("mysql", "oracle"):
+        pytest.skip("DDL commits implicitly on MySQL/MariaDB and Oracle")
+    with empty_engine.connect() as c:
+        c.execute(sa.text("SELECT 1"))  # autobegun, as after any read
+        migrate.upgrade(c)
+        assert c.in_transaction()
+        c.rollback()
+
+
+# real Oracle (DBMEMORY_TEST_ORACLE_URL)
+
+
+@pytest.fixture
+def oracle_engine(_backends: Any) -> Engine:
+    return _backends.engine("oracle")
+
+
+@pytest.mark.oracle
+def test_oracle_sessions_compare_binary_even_after_linguistic_settings(
+    oracle_engine: Engine,
+) -> None:
+    with oracle_engine.connect() as c:
+        values = dict(
+            c.execute(
+                sa.text(
+                    "SELECT parameter, value FROM nls_session_parameters "
+                    "WHERE parameter IN ('NLS_COMP', 'NLS_SORT')"
+                )
+            ).all()
+        )
+        assert values == {"NLS_COMP": "BINARY", "NLS_SORT": "BINARY"}
+        # what an APEX-style session would do to the keys without dbmemory's set-up
+        c.exec_driver_sql("ALTER SESSION SET NLS_COMP = 'LINGUISTIC' NLS_SORT = 'BINARY_CI'")
+        assert c.execute(sa.text("SELECT COUNT(*) FROM dual WHERE 'user:A:Bob' = 'user:A:bob'")).scalar() == 1
+        c.invalidate()  # never hand this session back to the pool
+
+
+@pytest.mark.oracle
+def test_oracle_upgrade_refuses_a_connection_inside_a_transaction(oracle_engine: Engine) -> None:
+    with oracle_engine.connect() as c:
+        c.execute(sa.text("SELECT 1 FROM dual"))
+        with pytest.raises(InvalidArgumentError, match="commits it"):
+            migrate.upgrade(c, "head")
+        c.rollback()
+
+
+@pytest.mark.oracle
+def test_oracle_preflight_reads_a_usable_schema(oracle_engine: Engine) -> None:
+    with oracle_engine.connect() as c:
+        facts = migrate.read_oracle_facts(c)
+    problems, _ = migrate.oracle_preflight(facts)
+    assert problems == [] and facts.user
+
+
+@pytest.mark.oracle
+def test_oracle_upgrade_rerun_after_a_half_way_failure_creates_only_what_is_missing(
+    empty_engine: Engine, backend_name: str
+) -> None:
+    if backend_name != "oracle":
+        pytest.skip("Oracle only")
+    with empty_engine.begin() as c:  # what a failed first run leaves: some tables, no stamp
+        c.exec_driver_sql(
+            "CREATE TABLE dbm_alembic_version (version_num VARCHAR2(32 CHAR) NOT NULL, "
+            "CONSTRAINT dbm_alembic_version_pkc PRIMARY KEY (version_num))"
+        )
+    migrate.upgrade(empty_engine, "0001")
+    with empty_engine.begin() as c:  # 0002 failed after its first column
+        c.exec_driver_sql("ALTER TABLE dbm_stores ADD max_file_chars INTEGER DEFAULT 100000 NOT NULL")
+        c.exec_driver_sql(
+            "CREATE TABLE dbm_file_reads (file_id NUMBER(19) NOT NULL, read_at TIMESTAMP NOT NULL,"
+            " CONSTRAINT pk_dbm_file_reads PRIMARY KEY (file_id))"
+        )
+    migrate.upgrade(empty_engine)
+    assert migrate.current(empty_engine) == migrate.head()
+    assert _dbm_tables(empty_engine) == TABLES | {schema.VERSION_TABLE}
