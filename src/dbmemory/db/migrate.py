@@ -193,6 +193,7 @@ def downgrade(bind: Bind, revision: str = "base") -> None:
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database rejected a statement.
         alembic.util.CommandError: ``revision`` is unknown.
+        InvalidArgumentError: on Oracle, ``bind`` is a Connection inside a transaction.
     """
     from alembic import command
 
