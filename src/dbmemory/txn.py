@@ -65,13 +65,23 @@ def write_unit(conn: Connection, action: str) -> Iterator[None]:
             (code ``transaction_rolled_back``; the connection is invalidated).
         StorageError: any other database failure (no SQL or driver text in the message).
     """
-    if not conn.info.get(_OWN) and dialect.is_autocommit(conn):
+    if not conn.invalidated and not _own(conn) and dialect.is_autocommit(conn):
         if dialect.driver_in_transaction(conn) is not True:
             with _own_transaction(conn, action):
                 yield
             return
     with _savepoint(conn, action):
         yield
+
+
+def _own(conn: Connection) -> bool:
+    """Whether ``conn`` runs inside :func:`_own_transaction` (False once it is invalidated)."""
+    if conn.invalidated:
+        return False
+    try:
+        return bool(conn.info.get(_OWN))
+    except sa.exc.SQLAlchemyError:
+        return False
 
 
 @contextlib.contextmanager
@@ -85,7 +95,7 @@ def _savepoint(conn: Connection, action: str) -> Iterator[None]:
         reason = dialect.lost_transaction_reason(exc, conn)
         if reason is None:
             raise dialect.translate_db_error(exc, action) from exc
-        if conn.info.get(_OWN):  # only our own one-command transaction is gone: say retry
+        if _own(conn):  # only our own one-command transaction is gone: say retry
             raise ConflictError(
                 f"{action} failed because {reason}; nothing was changed: retry the command"
             ) from exc
@@ -123,7 +133,8 @@ def _own_transaction(conn: Connection, action: str) -> Iterator[None]:
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, action) from exc
     finally:
-        conn.info.pop(_OWN, None)
+        if not conn.invalidated:
+            conn.info.pop(_OWN, None)
         if not committed:
             _reset_logical_transaction(conn)
 

@@ -176,13 +176,14 @@ def set_debug(enabled: bool) -> None:
     traceback with the driver's own error is printed on stderr (passwords still scrubbed),
     and dbmemory's debug log lines are shown."""
     global _debug
+    if bool(enabled) == _debug:
+        return
     _debug = bool(enabled)
-    if _debug:
-        logger = logging.getLogger("dbmemory")
-        logger.setLevel(logging.DEBUG)
-        for handler in logger.handlers:
-            if isinstance(handler, _OneLineLogHandler):
-                handler.setLevel(logging.DEBUG)
+    logger = logging.getLogger("dbmemory")
+    logger.setLevel(logging.DEBUG if _debug else logging.NOTSET)
+    for handler in logger.handlers:
+        if isinstance(handler, _OneLineLogHandler):
+            handler.setLevel(logging.DEBUG if _debug else logging.WARNING)
 
 
 def _scrub_lines(text: str) -> str:

@@ -451,6 +451,18 @@ _MYSQL_LOST = {
 }
 
 
+def _chain_text(exc: BaseException) -> str:
+    """The lower-cased messages of ``exc`` and the exceptions it was raised from or during."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(str(getattr(current, "orig", current) or current).lower())
+        current = current.__cause__ or current.__context__
+    return " | ".join(parts)
+
+
 def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
     """Why the database rolled back the caller's *whole* transaction on its own, or ``None``
     when only the failed statement was undone (the savepoint can be rolled back).
@@ -463,8 +475,6 @@ def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
     lost connection (the server rolls back what it had). PostgreSQL and Oracle otherwise roll
     back only the failed statement.
     """
-    if getattr(exc, "connection_invalidated", False) or conn.invalidated:
-        return "the connection to the database was lost"
     name = conn.dialect.name
     if name in ("mysql", "mariadb"):
         codes = _error_codes(exc)
@@ -474,10 +484,13 @@ def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
                     return _MYSQL_LOST[code]
         if codes & {2006, 2013, 2014, 2055}:
             return "the connection to the database was lost"
+    if getattr(exc, "connection_invalidated", False) or conn.invalidated:
+        return "the connection to the database was lost"
+    if name in ("mysql", "mariadb"):
         return None
     if name == "sqlite" and conn.in_transaction() and not is_autocommit(conn):
         if driver_in_transaction(conn) is False:
-            text = str(getattr(exc, "orig", exc) or exc).lower()
+            text = _chain_text(exc)
             if "full" in text:
                 return "the disk is full"
             if "interrupt" in text:
@@ -584,6 +597,13 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
     """
     if isinstance(exc, DbMemoryError):
         return exc
+    if isinstance(exc, sa.exc.PendingRollbackError):
+        return ConflictError(
+            f"{action} is not possible: an earlier failure made the database roll back the "
+            "whole transaction on this connection (it was invalidated), so nothing of that "
+            "transaction was saved: roll back, then redo the whole unit of work",
+            code="transaction_rolled_back",
+        )
     text = str(getattr(exc, "orig", exc) or exc).lower()
     codes = _error_codes(exc)
     if isinstance(exc, sa.exc.IntegrityError) and any(
