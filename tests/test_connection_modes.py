@@ -391,3 +391,225 @@ def test_a_deadlock_victim_never_commits_half_its_transaction(server: Engine) ->
         assert outcome[victim] is True and committed == {"/memories/x.md": victim}
     winner = "b" if victim == "a" else "a"
     assert durable(engine, f"shared:own-{winner}") == {"/memories/x.md": winner}
+
+
+# ------------------------------------------------------------------------ bounded lock waits
+
+
+def test_dbmemory_engines_bound_lock_waits_with_the_setting(engine: Engine, backend_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend_name in ("sqlite-memory", "oracle"):
+        pytest.skip("a file or server database (Oracle: FOR UPDATE WAIT n, compile-checked)")
+
+    def applied(eng: Engine) -> Any:
+        with eng.connect() as c:
+            name = eng.dialect.name
+            if name == "postgresql":
+                return c.exec_driver_sql("SHOW lock_timeout").scalar_one()
+            if name in ("mysql", "mariadb"):
+                return int(c.exec_driver_sql("SELECT @@session.innodb_lock_wait_timeout").scalar_one())
+            return int(c.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+
+    expected_default = {"postgresql": "5s", "sqlite": 5000}.get(engine.dialect.name, 5)
+    monkeypatch.delenv("DBMEMORY_LOCK_TIMEOUT_MS", raising=False)
+    for eng_args, expected in (({}, expected_default), ({"lock_timeout_ms": 1200}, {"postgresql": "1200ms", "sqlite": 1200}.get(engine.dialect.name, 2))):
+        eng = create_engine(engine.url, **eng_args)
+        try:
+            assert applied(eng) == expected
+        finally:
+            eng.dispose()
+    monkeypatch.setenv("DBMEMORY_LOCK_TIMEOUT_MS", "2500")
+    eng = create_engine(engine.url)
+    try:
+        assert applied(eng) == {"postgresql": "2500ms", "sqlite": 2500}.get(engine.dialect.name, 3)
+        assert eng.pool._pre_ping is (engine.dialect.name != "sqlite")  # type: ignore[attr-defined]
+    finally:
+        eng.dispose()
+    # the caller's own engine, configured by dbmemory
+    own = sa.create_engine(engine.url)
+    dialect.configure_engine(own, lock_timeout_ms=2500)
+    try:
+        assert applied(own) == {"postgresql": "2500ms", "sqlite": 2500}.get(engine.dialect.name, 3)
+    finally:
+        own.dispose()
+
+
+SHORT_MS = 800
+SLACK_S = 3.0
+
+
+@pytest.fixture
+def short_engine(engine: Engine, backend_name: str) -> Iterator[Engine]:
+    """A second dbmemory engine on the same database with an 800 ms lock timeout."""
+    if backend_name in ("sqlite-memory", "oracle"):
+        pytest.skip("needs a second connection to the same database")
+    eng = create_engine(engine.url, lock_timeout_ms=SHORT_MS)
+    yield eng
+    eng.dispose()
+
+
+LOCK_CASES = [
+    pytest.param({"command": "str_replace", "path": "/memories/a.md", "old_str": "s", "new_str": "t"}, id="str_replace"),
+    pytest.param({"command": "create", "path": "/memories/b.md", "file_text": "b"}, id="create"),
+    pytest.param({"command": "delete", "path": "/memories/a.md"}, id="delete"),
+]
+
+
+@pytest.mark.parametrize("arguments", LOCK_CASES)
+def test_a_write_waiting_on_a_held_store_lock_gives_up_after_the_timeout_with_a_retry_text(
+    server: Engine, short_engine: Engine, arguments: dict[str, Any]
+) -> None:
+    engine = server
+    seed(engine, STORE, ["/memories/a.md"])
+    with engine.connect() as holder, short_engine.connect() as caller:
+        holder.begin()
+        store_id = files.find_store_id(holder, KEY)
+        holder.execute(sa.text("SELECT store_id FROM dbm_stores WHERE store_id = :s FOR UPDATE"), {"s": store_id}).all()
+        with caller.begin():
+            own = MemoryTool.for_store(caller, "caller-own")
+            assert own.execute({"command": "create", "path": "/memories/before.md", "file_text": "1"}).startswith("File")
+            t0 = time.perf_counter()
+            text = MemoryTool.for_store(caller, STORE).execute(arguments)
+            waited = time.perf_counter() - t0
+            assert text == ERROR + messages.conflict(arguments["path"]), text
+            assert "retry" in text.lower()
+            assert SHORT_MS / 1000 * 0.8 <= waited < SHORT_MS / 1000 + SLACK_S, waited
+            assert own.execute({"command": "create", "path": "/memories/after.md", "file_text": "2"}).startswith("File")
+        holder.rollback()
+    assert durable(engine, "shared:caller-own") == {"/memories/before.md": "1", "/memories/after.md": "2"}
+    assert durable(engine) == {"/memories/a.md": "s\n"}
+
+
+HOLD_WRITE_LOCK = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    c = sqlite3.connect(sys.argv[1], isolation_level=None)
+    c.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    c.execute("ROLLBACK")
+    """
+)
+
+
+def test_a_sqlite_read_blocked_by_another_process_write_lock_is_reported_as_busy(
+    sqlite_file: Engine, short_engine: Engine
+) -> None:
+    engine = sqlite_file
+    seed(engine, STORE, ["/memories/a.md"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(engine.url.database), "6"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with short_engine.connect() as conn:
+            for arguments in ({"command": "view", "path": "/memories/a.md"}, {"command": "view", "path": "/memories"},
+                              {"command": "create", "path": "/memories/n.md", "file_text": "n"}):
+                t0 = time.perf_counter()
+                text = MemoryTool.for_store(conn, STORE).execute(arguments)
+                waited = time.perf_counter() - t0
+                assert text == ERROR + messages.database_busy(), text
+                assert "changed by another writer" not in text
+                assert waited < SHORT_MS / 1000 + SLACK_S, waited
+                conn.rollback()
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with short_engine.connect() as conn:  # the lock is gone: the same engine works again
+        assert MemoryTool.for_store(conn, STORE).execute({"command": "view", "path": "/memories/a.md"}).startswith("Here's")
+        conn.commit()
+
+
+# ----------------------------------------------------------------- connection failures, --debug
+
+
+def cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from dbmemory.cli import app
+
+    return CliRunner().invoke(app, list(args), prog_name="dbmemory", env={"DBMEMORY_URL": None})
+
+
+def server_url(env_var: str) -> sa.engine.URL:
+    raw = os.environ.get(env_var)
+    if not raw:
+        pytest.skip(f"set {env_var}")
+    from dbmemory.db.engine import normalize_url
+
+    return normalize_url(raw)
+
+
+def connect_cases() -> list[Any]:
+    cases: list[Any] = [
+        pytest.param("sqlite", lambda tmp: "sqlite:////nonexistent/dir/x.db", "folder exists", id="sqlite-missing-folder"),
+        pytest.param("sqlite", "read-only", "read-only", id="sqlite-read-only-file"),
+        pytest.param("DBMEMORY_TEST_POSTGRES_URL", {"database": "dbm_no_such_db"}, "database named in the URL does not exist", id="postgres-unknown-database"),
+        pytest.param("DBMEMORY_TEST_POSTGRES_URL", {"username": "dbm_no_such_role"}, "user named in the URL does not exist", id="postgres-unknown-role"),
+        pytest.param("DBMEMORY_TEST_POSTGRES_URL", {"port": 1}, "nothing accepts connections", id="postgres-refused-port"),
+        pytest.param("DBMEMORY_TEST_MYSQL_URL", {"database": "dbm_no_such_db"}, "database named in the URL does not exist", id="mysql-unknown-database"),
+        pytest.param("DBMEMORY_TEST_MYSQL_URL", {"password": "wrong-Secret-9"}, "refused the user name or password", id="mysql-wrong-password"),
+        pytest.param("DBMEMORY_TEST_MYSQL_URL", {"port": 1}, "nothing accepts connections", id="mysql-refused-port"),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(("where", "change", "cause"), connect_cases())
+def test_connection_failures_name_their_cause_and_remedy(where: str, change: Any, cause: str, tmp_path: Path) -> None:
+    if where == "sqlite":
+        if change == "read-only":
+            path = tmp_path / "ro.db"
+            made = create_engine(f"sqlite:///{path.as_posix()}")
+            from dbmemory.db import migrate
+
+            migrate.upgrade(made)
+            made.dispose()
+            url = f"sqlite:///file:{path.as_posix()}?mode=ro&uri=true"
+        else:
+            url = change(tmp_path)
+    else:
+        url = server_url(where).set(**change).render_as_string(hide_password=False)
+    command = ("agent", "enable", "RO") if change == "read-only" else ("files", "ls", "--store", "global")
+    result = cli(*command, "--url", url)
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert cause in lines[0], lines[0]
+    assert "retry later" not in lines[0]
+    assert_no_leak(lines[0])
+    assert "wrong-Secret-9" not in result.output and "@127.0.0.1" not in lines[0]
+    assert not any(code in lines[0] for code in ("1045", "1049", "2003", "08001", "28P01", "3D000"))
+    debug = cli("--debug", *command, "--url", url)
+    assert debug.exit_code == 1
+    first, *rest = [line for line in debug.stderr.splitlines() if line.strip()]
+    assert first == lines[0]
+    assert "Traceback" in debug.stderr and len(rest) > 3
+    assert "wrong-Secret-9" not in debug.stderr
+    driver_names = ("sqlite3", "psycopg", "pymysql")
+    assert any(name in debug.stderr for name in driver_names), debug.stderr[-500:]
+
+
+def test_pre_ping_replaces_a_connection_the_server_dropped(server: Engine) -> None:
+    """After the server drops a pooled connection (as a restart does), the next call works."""
+    eng = create_engine(server.url, pool_size=1)
+    try:
+        with eng.connect() as c:
+            c.exec_driver_sql("SELECT 1")
+            if eng.dialect.name == "postgresql":
+                pid = c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            else:
+                pid = c.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
+            c.rollback()
+        with server.connect() as admin:
+            if eng.dialect.name == "postgresql":
+                admin.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)}, 5000)")
+            else:
+                admin.exec_driver_sql(f"KILL CONNECTION {int(pid)}")
+            admin.commit()
+        time.sleep(0.2)
+        with eng.connect() as c:
+            text = MemoryTool.for_store(c, STORE).execute({"command": "view", "path": "/memories"})
+            assert text.startswith("Here're"), text
+            c.commit()
+    finally:
+        eng.dispose()

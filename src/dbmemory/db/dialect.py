@@ -232,7 +232,15 @@ def configure_engine(
             return
         # straight on the DB-API connection: Connection.exec_driver_sql costs ~15-25 µs more
         # per transaction (statement events, result set-up) for a statement with no result
-        _driver_execute(conn, "BEGIN IMMEDIATE")
+        try:
+            _driver_execute(conn, "BEGIN IMMEDIATE")
+        except BaseException:
+            # SQLAlchemy sets Connection.__in_begin before this event and clears it only after
+            # the dialect's do_begin: left set, it would turn autobegin off for good, and every
+            # later statement of the connection would commit on its own ("database is locked"
+            # once, then silent autocommit).
+            conn._Connection__in_begin = False  # type: ignore[attr-defined]
+            raise
 
     return engine
 
