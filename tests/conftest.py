@@ -238,12 +238,13 @@ def clean_tables(engine: Engine) -> None:
         name = engine.dialect.name
         if name == "postgresql":
             c.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
-        elif name in ("mysql", "mariadb"):
+        elif name in ("mysql", "mariadb"):  # keep the engine's own lock timeout afterwards
+            c.exec_driver_sql("SET @dbm_lock_wait = @@session.innodb_lock_wait_timeout")
             c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 20")
         for table in DATA_TABLES:
             c.exec_driver_sql(f"DELETE FROM {table}")
         if name in ("mysql", "mariadb"):
-            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = @dbm_lock_wait")
 
 
 @dataclass

@@ -804,7 +804,7 @@ def test_an_unreachable_database_is_one_line_without_traceback_or_password(
     )
     line = assert_one_error_line(result, 1)
     assert secret not in result.output
-    assert "could not be reached" in line
+    assert "nothing accepts connections at the host and port" in line
 
 
 def test_an_unparseable_url_is_exit_2_and_is_not_echoed(runner: CliRunner) -> None:

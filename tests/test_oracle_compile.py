@@ -604,3 +604,27 @@ def test_opt_out_check_reports_other_oracle_errors_without_sql_text(
     assert_no_leak(str(raised.value))
     assert "dbm_user_settings" not in str(raised.value) and "SELECT" not in str(raised.value)
     assert isinstance(raised.value.__cause__, sa.exc.DatabaseError)
+
+
+def test_locking_reads_wait_at_most_the_lock_timeout_on_oracle() -> None:
+    """Oracle has no session lock timeout: dbmemory's FOR UPDATE statements compile with
+    ``WAIT n`` (the engine's lock timeout in seconds, default 5), SKIP LOCKED and NOWAIT
+    stay as they are, and statements on other tables are untouched."""
+    from dbmemory import statements as st
+    from dbmemory.db import dialect as dialect_module
+
+    d = oracle19_dialect()
+    for stmt in (st.LOCK_STORE_BY_ID, st.LOCK_STORE_BY_KEY, st.SELECT_FILE_FOR_UPDATE, st.LOCK_STORE_WITH_FILE):
+        sql = str(stmt.compile(dialect=d))
+        assert sql.rstrip().endswith("FOR UPDATE WAIT 5"), sql
+    configured = oracle19_dialect()
+    configured._dbmemory_lock_wait_s = dialect_module._lock_wait_seconds(1500)  # type: ignore[attr-defined]
+    assert str(st.LOCK_STORE_BY_ID.compile(dialect=configured)).endswith("FOR UPDATE WAIT 2")
+    skip = str(sa.select(schema.files.c.file_id).with_for_update(skip_locked=True).compile(dialect=d))
+    assert skip.endswith("FOR UPDATE SKIP LOCKED"), skip
+    nowait = str(sa.select(schema.files.c.file_id).with_for_update(nowait=True).compile(dialect=d))
+    assert nowait.endswith("FOR UPDATE NOWAIT"), nowait
+    other = sa.Table("app_orders", sa.MetaData(), sa.Column("order_id", sa.Integer))
+    assert str(sa.select(other).with_for_update().compile(dialect=d)).endswith("FOR UPDATE")
+    plain = str(sa.select(schema.files.c.file_id).compile(dialect=d))
+    assert "WAIT" not in plain and "FOR UPDATE" not in plain

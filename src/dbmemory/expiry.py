@@ -18,6 +18,7 @@ from dbmemory import statements as st
 from dbmemory.db import dialect
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.files import _audit, _event
+from dbmemory.txn import write_unit
 
 __all__ = ["count_expirable_files", "expire_files", "expire_files_committing"]
 
@@ -58,8 +59,9 @@ def expire_files(
     ``expiry_exempt`` is false and ``last_accessed_at < now - days``. One audit event per file.
 
     Work goes in batches of ``batch_size`` files (at most 1,000, Oracle's IN-list limit). On a
-    connection in ``AUTOCOMMIT`` mode each statement commits on its own, so a million rows never
-    sit in one giant transaction; otherwise everything joins the caller's transaction. For a
+    connection in ``AUTOCOMMIT`` mode each batch (delete and audit) commits on its own, so a
+    million rows never sit in one giant transaction; otherwise everything joins the caller's
+    transaction (one savepoint per batch). For a
     convenience that commits per batch, see :func:`expire_files_committing`.
 
     Args:
@@ -86,7 +88,7 @@ def expire_files(
 
 
 def _expire_batch(conn: Connection, cutoff: dt.datetime, store_id: int | None, limit: int) -> int:
-    try:
+    with write_unit(conn, "expiring files"):  # atomic batch; its own transaction on AUTOCOMMIT
         rows = conn.execute(st.select_expirable(cutoff, store_id, limit)).all()
         if not rows:
             return 0
@@ -98,8 +100,6 @@ def _expire_batch(conn: Connection, cutoff: dt.datetime, store_id: int | None, l
                 for r in rows
             ],
         )
-    except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "expiring files") from exc
     return len(rows)
 
 

@@ -40,6 +40,7 @@ from dbmemory.errors import (
 from dbmemory.model import Caps, FileInfo, FileRecord, StoreRef
 from dbmemory.paths import ROOT, ancestors, is_root, normalize_path, path_hash
 from dbmemory.touch import touch_after_read
+from dbmemory.txn import write_unit
 
 __all__ = [
     "DEFAULT_CAPS",
@@ -112,25 +113,9 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
 
 @contextlib.contextmanager
 def _savepoint(conn: Connection, action: str) -> Iterator[None]:
-    """Run a write in a savepoint; translate driver errors without leaking their text."""
-    try:
-        with conn.begin_nested():
-            yield
-    except DbMemoryError:
-        raise
-    except sa.exc.SQLAlchemyError as exc:
-        if dialect.transaction_lost(exc, conn):
-            # The server rolled back the caller's whole transaction (MySQL/MariaDB deadlock
-            # victim): the savepoint is gone with it. Invalidate the connection so the caller's
-            # later statements and COMMIT fail loudly instead of committing half a unit of work.
-            conn.invalidate()
-            raise ConflictError(
-                f"{action} was chosen as a deadlock victim and the database rolled back the "
-                "whole transaction, including everything written in it before: retry the "
-                "whole unit of work",
-                code="transaction_rolled_back",
-            ) from exc
-        raise dialect.translate_db_error(exc, action) from exc
+    """Run a write as one unit (savepoint, or its own transaction on AUTOCOMMIT): dbmemory.txn."""
+    with write_unit(conn, action):
+        yield
 
 
 def _info_fields(m: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Build a :class:`Settings` explicitly and pass values down; nothing in dbmemory reads the
 environment behind the caller's back except :func:`dbmemory.db.engine.create_engine` when it is
-given no URL. Importing this module does not touch the file system.
+given no URL or no ``lock_timeout_ms``. Importing this module does not touch the file system.
 
 Example:
     >>> from dbmemory.settings import Settings
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["APP_NAME", "DB_FILE_NAME", "Settings", "default_db_path", "default_url"]
@@ -47,6 +48,13 @@ class Settings(BaseSettings):
     model: str | None = None
     """The litellm model name for LLM steps (``DBMEMORY_MODEL``), e.g. ``"gpt-4o-mini"`` or
     ``"ollama/llama3.1"``. None means no model configured: LLM steps refuse to run."""
+
+    lock_timeout_ms: int = Field(default=5_000, gt=0)
+    """How long a write waits for another transaction's lock, in milliseconds
+    (``DBMEMORY_LOCK_TIMEOUT_MS``, default 5000), before it gives up with a text that says to
+    retry. Applied by :func:`dbmemory.create_engine` on every connection (PostgreSQL
+    ``lock_timeout``, MariaDB/MySQL ``innodb_lock_wait_timeout`` rounded up to seconds, SQLite
+    busy timeout, Oracle ``FOR UPDATE WAIT n``)."""
 
     def resolved_url(self) -> str:
         """The configured URL, or the embedded SQLite default (creating its folder).

@@ -20,6 +20,7 @@ from dbmemory.db import dialect
 from dbmemory.errors import InvalidScopeError, NotFoundError
 from dbmemory.files import _audit, _event, find_store_id
 from dbmemory.keys import SCOPES, build_store_key, validate_component
+from dbmemory.txn import write_unit
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
 
 __all__ = [
@@ -121,7 +122,7 @@ def enable_for_agent(
             Caps(**{name: value})
 
     now = dialect.utcnow()
-    with conn.begin_nested():
+    with write_unit(conn, "saving an agent"):
         row = _run(conn, st.select_agent(agent_code, for_update=True), "reading an agent").first()
         values: dict[str, Any] = {
             "scope_name": scope,
@@ -180,7 +181,7 @@ def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin")
     """Delete stores with all their files (one audit event per store). Returns the count."""
     if not store_ids:
         return 0
-    with conn.begin_nested():
+    with write_unit(conn, "dropping stores"):
         keys = dict(
             _run(
                 conn,
@@ -231,7 +232,7 @@ def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = F
         NotFoundError: the agent has no configuration.
     """
     get_agent_config(conn, agent_code)
-    with conn.begin_nested():
+    with write_unit(conn, "saving an agent"):
         _run(
             conn,
             st.update_agent(agent_code, {"memory_enabled": False, "updated_at": dialect.utcnow()}),

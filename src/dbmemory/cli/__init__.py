@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup
+from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
 
 __all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
 
@@ -68,9 +68,19 @@ def _root(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help=(
+                "After an error's one-line message, print the full traceback with the "
+                "database driver's own error on stderr (passwords hidden)."
+            ),
+        ),
+    ] = False,
 ) -> None:
-    # The help text is the app's; this callback only adds --version.
-    return None
+    # The help text is the app's; this callback adds --version and the global --debug.
+    set_debug(debug)
 
 
 def register_commands(target: typer.Typer, modules: tuple[str, ...] = COMMAND_MODULES) -> None:

@@ -12,7 +12,8 @@ Exit codes (also in ``dbmemory --help``):
 * ``2``: invalid arguments (usage errors, invalid paths, scopes, store keys or URLs).
 
 Errors print exactly one line on stderr, ``Error: <message>``: never a stack trace, never the
-password of a database URL.
+password of a database URL. The global ``--debug`` option (``dbmemory --debug <command>``) adds
+the full traceback with the driver's own error after that line, for operators.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ __all__ = [
     "print_table",
     "to_jsonable",
     "fail",
+    "set_debug",
 ]
 
 EXIT_OK = 0
@@ -166,7 +168,56 @@ def fail(message: str, *, code: int = EXIT_FAILURE) -> typer.Exit:
     return typer.Exit(code)
 
 
+_debug = False
+
+
+def set_debug(enabled: bool) -> None:
+    """Turn the global ``--debug`` mode on or off: after the one-line error, the full
+    traceback with the driver's own error is printed on stderr (passwords still scrubbed),
+    and dbmemory's debug log lines are shown."""
+    global _debug
+    if bool(enabled) == _debug:
+        return
+    _debug = bool(enabled)
+    logger = logging.getLogger("dbmemory")
+    logger.setLevel(logging.DEBUG if _debug else logging.NOTSET)
+    for handler in logger.handlers:
+        if isinstance(handler, _OneLineLogHandler):
+            handler.setLevel(logging.DEBUG if _debug else logging.WARNING)
+
+
+def _scrub_lines(text: str) -> str:
+    """:func:`_scrub` line by line (keeps the traceback's shape)."""
+    out = []
+    for line in text.splitlines():
+        line = _URL_PASSWORD.sub(r"\g<head>***@", line)
+        for secret in _secrets:
+            if len(secret) >= 3:
+                line = line.replace(secret, "***")
+        out.append(line)
+    return "\n".join(out)
+
+
+def _print_debug(exc: BaseException) -> None:
+    """In ``--debug`` mode, print ``exc``'s traceback (causes included) on stderr."""
+    if not _debug:
+        return
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    typer.echo("-- debug: the error in full (never show this to end users) --", err=True)
+    typer.echo(_scrub_lines(text), err=True)
+
+
 def _handle(exc: Exception) -> int:
+    """Print one line for ``exc`` (and its traceback with ``--debug``); return the exit code."""
+    code = _handle_one_line(exc)
+    if not isinstance(exc, (typer.TyperException, typer.Abort)):
+        _print_debug(exc)
+    return code
+
+
+def _handle_one_line(exc: Exception) -> int:
     """Print one line for ``exc`` and return the exit code."""
     if isinstance(exc, typer.TyperException):  # click's exceptions in typer's vendored click
         if type(exc).__name__ == "NoArgsIsHelpError":  # help was already printed
@@ -200,6 +251,11 @@ class _OneLineLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             typer.echo(f"{record.levelname.lower()}: {_scrub(record.getMessage())}", err=True)
+            if _debug and record.exc_info:
+                import traceback
+
+                text = "".join(traceback.format_exception(*record.exc_info))
+                typer.echo(_scrub_lines(text), err=True)
         except Exception:  # pragma: no cover - logging must never break the command
             pass
 

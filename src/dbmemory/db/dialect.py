@@ -15,6 +15,7 @@ Facts behind each choice are in the project's DATABASES.md.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +32,11 @@ __all__ = [
     "big_id",
     "utcnow",
     "configure_engine",
+    "DEFAULT_LOCK_TIMEOUT_MS",
+    "is_autocommit",
+    "driver_in_transaction",
+    "begin_own_transaction",
+    "end_own_transaction",
     "is_sqlite",
     "is_memory_sqlite",
     "touch_inline",
@@ -40,6 +46,7 @@ __all__ = [
     "store_and_file_lock",
     "engine_defaults",
     "transaction_lost",
+    "lost_transaction_reason",
     "translate_db_error",
     "oracle19_dialect",
     "Flag",
@@ -134,29 +141,90 @@ def is_memory_sqlite(engine: Engine) -> bool:
     return database in (None, "", ":memory:") or "mode=memory" in str(engine.url)
 
 
-def configure_engine(engine: Engine, *, busy_timeout_ms: int = 30_000) -> Engine:
-    """Apply dbmemory's connection set-up to ``engine`` and return it.
+DEFAULT_LOCK_TIMEOUT_MS = 5_000
+"""How long a statement waits for another transaction's lock before giving up, by default
+(setting ``DBMEMORY_LOCK_TIMEOUT_MS``)."""
 
-    SQLite only (other backends need nothing): turns off pysqlite's own transaction handling,
-    issues ``BEGIN IMMEDIATE`` at the start of every transaction so the write lock is taken before
-    the first read (SQLite ignores ``SELECT ... FOR UPDATE``), enables WAL for file databases, a
-    busy timeout of ``busy_timeout_ms`` milliseconds, and foreign keys. This is SQLAlchemy's
-    documented recipe for serialisable SQLite transactions.
 
-    Idempotent: calling it twice on one engine installs the listeners once.
+def _lock_wait_seconds(lock_timeout_ms: int) -> int:
+    """Whole seconds for backends that count lock waits in seconds (rounded up, at least 1)."""
+    return max(1, -(-int(lock_timeout_ms) // 1000))
+
+
+def configure_engine(
+    engine: Engine,
+    *,
+    lock_timeout_ms: int | None = None,
+    busy_timeout_ms: int | None = None,
+) -> Engine:
+    """Apply dbmemory's connection set-up to ``engine`` (yours or dbmemory's) and return it.
+
+    Every backend gets a bounded lock wait of ``lock_timeout_ms`` milliseconds (default
+    :data:`DEFAULT_LOCK_TIMEOUT_MS`), set on each new connection: PostgreSQL ``SET
+    lock_timeout``, MySQL/MariaDB ``SET SESSION innodb_lock_wait_timeout`` (whole seconds,
+    rounded up), SQLite ``PRAGMA busy_timeout``; Oracle has no session setting, so dbmemory's
+    locking statements compile to ``FOR UPDATE WAIT n`` (seconds, rounded up) on this engine.
+    A write that waits longer ends in a :class:`~dbmemory.errors.ConflictError` whose text says
+    to retry.
+
+    SQLite also gets: pysqlite's own transaction handling off, ``BEGIN IMMEDIATE`` at the start
+    of every transaction SQLAlchemy begins (the write lock is taken before the first read, as
+    SQLite ignores ``SELECT ... FOR UPDATE``; never on an ``AUTOCOMMIT`` connection, whose
+    statements commit on their own), WAL for file databases and foreign keys. This is
+    SQLAlchemy's documented recipe for serialisable SQLite transactions.
+
+    The set-up runs when the pool opens a connection: call this before the engine's first
+    connection (or ``engine.dispose()`` afterwards). Idempotent: a second call changes nothing.
+
+    Args:
+        lock_timeout_ms: lock wait bound in milliseconds (> 0).
+        busy_timeout_ms: SQLite only: overrides ``lock_timeout_ms`` for the busy timeout.
     """
-    configure_oracle_session(engine)  # Oracle: binary NLS_COMP/NLS_SORT on every connection
-    if engine.dialect.name != "sqlite" or getattr(engine, "_dbmemory_configured", False):
+    if getattr(engine, "_dbmemory_configured", False):
+        return engine
+    lock_ms = int(lock_timeout_ms if lock_timeout_ms is not None else DEFAULT_LOCK_TIMEOUT_MS)
+    if lock_ms <= 0:
+        raise DbMemoryError("lock_timeout_ms must be a positive number of milliseconds")
+    name = engine.dialect.name
+    engine._dbmemory_configured = True  # type: ignore[attr-defined]
+    engine._dbmemory_lock_timeout_ms = lock_ms  # type: ignore[attr-defined]
+    if name == "oracle":
+        configure_oracle_session(engine)  # binary NLS_COMP/NLS_SORT on every connection
+        engine.dialect._dbmemory_lock_wait_s = _lock_wait_seconds(lock_ms)  # type: ignore[attr-defined]
+        return engine
+    if name in ("postgresql", "mysql", "mariadb"):
+        setting = (
+            f"SET lock_timeout = '{lock_ms}ms'"
+            if name == "postgresql"
+            else f"SET SESSION innodb_lock_wait_timeout = {_lock_wait_seconds(lock_ms)}"
+        )
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_server_connect(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            try:
+                cursor.execute(setting)
+            finally:
+                cursor.close()
+            autocommit = getattr(dbapi_conn, "autocommit", False)
+            if callable(autocommit):  # PyMySQL: autocommit is a method; SET opens no transaction
+                return
+            if not autocommit:  # psycopg opened a transaction for the SET: keep the setting
+                dbapi_conn.commit()
+
+        return engine
+    if name != "sqlite":
         return engine
 
     memory = is_memory_sqlite(engine)
+    busy_ms = int(busy_timeout_ms if busy_timeout_ms is not None else lock_ms)
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             if not memory:
                 cursor.execute("PRAGMA journal_mode = WAL")
@@ -166,21 +234,112 @@ def configure_engine(engine: Engine, *, busy_timeout_ms: int = 30_000) -> Engine
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
+        # An AUTOCOMMIT connection commits each statement on its own and SQLAlchemy will
+        # never send COMMIT for it: a BEGIN here would swallow its writes and keep the write
+        # lock until the connection closes. dbmemory's writes open their own transaction there
+        # (dbmemory.txn).
+        if is_autocommit(conn):
+            return
         # straight on the DB-API connection: Connection.exec_driver_sql costs ~15-25 µs more
         # per transaction (statement events, result set-up) for a statement with no result
+        try:
+            _driver_execute(conn, "BEGIN IMMEDIATE")
+        except BaseException:
+            # SQLAlchemy sets Connection.__in_begin before this event and clears it only after
+            # the dialect's do_begin: left set, it would turn autobegin off for good, and every
+            # later statement of the connection would commit on its own ("database is locked"
+            # once, then silent autocommit).
+            conn._Connection__in_begin = False  # type: ignore[attr-defined]
+            raise
+
+    return engine
+
+
+def is_autocommit(conn: Connection) -> bool:
+    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (its own execution option, else the
+    engine's ``isolation_level``): each statement commits on its own."""
+    level = conn.get_execution_options().get("isolation_level")
+    if level is None:
+        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
+    return level == "AUTOCOMMIT"
+
+
+def _driver_execute(conn: Connection, statement: str) -> None:
+    """Run a transaction-control statement on the DB-API connection, wrapping driver errors as
+    SQLAlchemy would (so :func:`translate_db_error` sees them)."""
+    dbapi_conn = conn.connection.driver_connection
+    try:
+        if conn.dialect.name == "sqlite":
+            dbapi_conn.execute(statement)
+        else:
+            cursor = dbapi_conn.cursor()
+            try:
+                cursor.execute(statement)
+            finally:
+                cursor.close()
+    except Exception as exc:
+        dbapi = conn.dialect.loaded_dbapi
+        if not isinstance(exc, dbapi.Error):
+            raise
+        raise sa.exc.DBAPIError.instance(
+            statement, (), exc, dbapi.Error, dialect=conn.dialect
+        ) from exc
+
+
+def driver_in_transaction(conn: Connection) -> bool | None:
+    """Whether the database connection itself has a transaction open, where the driver knows
+    it without a round trip (``None`` when it cannot tell).
+
+    SQLite: ``sqlite3.Connection.in_transaction``. PostgreSQL (psycopg 3): the libpq
+    transaction status. MySQL/MariaDB (PyMySQL): the server-status flag of the last reply.
+    """
+    try:
+        dbapi_conn = conn.connection.driver_connection
+    except Exception:
+        return None
+    name = conn.dialect.name
+    try:
+        if name == "sqlite":
+            return bool(dbapi_conn.in_transaction)
+        if name == "postgresql":
+            info = getattr(dbapi_conn, "info", None)
+            status = getattr(info, "transaction_status", None)
+            if status is None:
+                return None
+            return int(status) != 0  # psycopg.pq.TransactionStatus.IDLE
+        if name in ("mysql", "mariadb"):
+            status = getattr(dbapi_conn, "server_status", None)
+            return None if status is None else bool(status & 1)  # SERVER_STATUS_IN_TRANS
+    except Exception:
+        return None
+    return None
+
+
+def begin_own_transaction(conn: Connection) -> None:
+    """Open a real transaction on an ``AUTOCOMMIT`` connection (see :mod:`dbmemory.txn`).
+
+    SQLite ``BEGIN IMMEDIATE`` (the write lock first), PostgreSQL ``BEGIN``, MySQL/MariaDB
+    ``START TRANSACTION``; Oracle has no BEGIN: the driver's autocommit is switched off until
+    :func:`end_own_transaction`.
+    """
+    name = conn.dialect.name
+    if name == "oracle":
+        conn.connection.driver_connection.autocommit = False
+        return
+    statement = {"sqlite": "BEGIN IMMEDIATE", "postgresql": "BEGIN"}.get(name, "START TRANSACTION")
+    _driver_execute(conn, statement)
+
+
+def end_own_transaction(conn: Connection, *, commit: bool) -> None:
+    """Commit or roll back the transaction :func:`begin_own_transaction` opened."""
+    if conn.dialect.name == "oracle":
         dbapi_conn = conn.connection.driver_connection
         try:
-            dbapi_conn.execute("BEGIN IMMEDIATE")
-        except Exception as exc:  # wrapped as exec_driver_sql would ("database is locked", ...)
-            dbapi = conn.dialect.loaded_dbapi
-            if not isinstance(exc, dbapi.Error):
-                raise
-            raise sa.exc.DBAPIError.instance(
-                "BEGIN IMMEDIATE", (), exc, dbapi.Error, dialect=conn.dialect
-            ) from exc
-
-    engine._dbmemory_configured = True  # type: ignore[attr-defined]
-    return engine
+            dbapi_conn.commit() if commit else dbapi_conn.rollback()
+        finally:
+            dbapi_conn.autocommit = True
+        return
+    _driver_execute(conn, "COMMIT" if commit else "ROLLBACK")
 
 
 def touch_inline(conn: Connection) -> bool:
@@ -302,16 +461,70 @@ def _error_codes(exc: BaseException) -> set[int]:
     return codes
 
 
-def transaction_lost(exc: BaseException, bind: Connection | Engine) -> bool:
-    """Whether ``exc`` means the server rolled back the caller's *whole* transaction.
+_MYSQL_LOST = {
+    1213: "it was chosen as a deadlock victim",
+    1305: "the database had already rolled it back",
+    1153: "a statement was larger than the server's max_allowed_packet",
+    1205: "a lock wait timed out (innodb_rollback_on_timeout)",
+}
 
-    MySQL/MariaDB resolve a deadlock by rolling back the victim's entire transaction (error
-    1213), after which ``ROLLBACK TO SAVEPOINT`` fails (1305). PostgreSQL and Oracle roll back
-    only the failed statement, which the savepoint undoes.
+
+def _chain_text(exc: BaseException) -> str:
+    """The lower-cased messages of ``exc`` and the exceptions it was raised from or during."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(str(getattr(current, "orig", current) or current).lower())
+        current = current.__cause__ or current.__context__
+    return " | ".join(parts)
+
+
+def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
+    """Why the database rolled back the caller's *whole* transaction on its own, or ``None``
+    when only the failed statement was undone (the savepoint can be rolled back).
+
+    Called after a statement inside a savepoint failed. MySQL/MariaDB: deadlock (1213), a
+    packet over ``max_allowed_packet`` (1153, the server then closes the connection), a lock
+    wait timeout with ``innodb_rollback_on_timeout=ON`` (1205 followed by ``ROLLBACK TO
+    SAVEPOINT`` failing with 1305). SQLite: disk full, interrupt, I/O errors -- detected by
+    the DB-API connection having no transaction while SQLAlchemy has one. Every backend: a
+    lost connection (the server rolls back what it had). PostgreSQL and Oracle otherwise roll
+    back only the failed statement.
     """
+    name = conn.dialect.name
+    if name in ("mysql", "mariadb"):
+        codes = _error_codes(exc)
+        if 1305 in codes or 1213 in codes or 1153 in codes:
+            for code in (1213, 1153, 1205, 1305):
+                if code in codes:
+                    return _MYSQL_LOST[code]
+        if codes & {2006, 2013, 2014, 2055}:
+            return "the connection to the database was lost"
+    if getattr(exc, "connection_invalidated", False) or conn.invalidated:
+        return "the connection to the database was lost"
+    if name in ("mysql", "mariadb"):
+        return None
+    if name == "sqlite" and conn.in_transaction() and not is_autocommit(conn):
+        if driver_in_transaction(conn) is False:
+            text = _chain_text(exc)
+            if "full" in text:
+                return "the disk is full"
+            if "interrupt" in text:
+                return "the statement was interrupted"
+            return "the database failed"
+    return None
+
+
+def transaction_lost(exc: BaseException, bind: Connection | Engine) -> bool:
+    """Whether ``exc`` means the server rolled back the caller's *whole* transaction (see
+    :func:`lost_transaction_reason`)."""
+    if isinstance(bind, Connection):
+        return lost_transaction_reason(exc, bind) is not None
     if bind.dialect.name not in ("mysql", "mariadb"):
         return False
-    return bool(_error_codes(exc) & {1213, 1305})
+    return bool(_error_codes(exc) & {1213, 1305, 1153})
 
 
 _CONFLICT_MARKERS = (
@@ -319,13 +532,67 @@ _CONFLICT_MARKERS = (
     "lock wait timeout",
     "could not obtain lock",
     "lock timeout",
+    "canceling statement due to lock timeout",
     "could not serialize",
-    "database is locked",
     "ora-00060",  # deadlock detected
     "ora-00054",  # resource busy (NOWAIT)
     "ora-30006",  # resource busy (WAIT timeout)
     "ora-08177",  # cannot serialize
 )
+
+_BUSY_MARKERS = ("database is locked", "database is busy", "database table is locked")
+
+
+def _connect_failure(text: str, codes: set[int]) -> str | None:
+    """A message naming the cause and remedy of a failure to connect, or ``None``."""
+    if 1045 in codes or "password authentication failed" in text or "access denied for user" in text:
+        return (
+            "the database refused the user name or password in the URL: check the credentials "
+            "(URL or DBMEMORY_URL) and that this user may connect from this host"
+        )
+    if ("role " in text and "does not exist" in text) or "ora-01017" in text:
+        return (
+            "the database user named in the URL does not exist (or its password is wrong): "
+            "fix the user name in the URL or create the user"
+        )
+    if 1049 in codes or "unknown database" in text or (
+        'database "' in text and "does not exist" in text
+    ):
+        return "the database named in the URL does not exist: create it or fix the URL"
+    if 1044 in codes or ("permission denied for database" in text):
+        return (
+            "the database user in the URL may not use that database: grant it access or use "
+            "another database"
+        )
+    if (
+        "connection refused" in text
+        or "can't connect to" in text
+        or "could not connect to server" in text
+        or "ora-12541" in text
+    ):
+        return (
+            "nothing accepts connections at the host and port in the URL: check that the "
+            "database server is running and the host and port are right"
+        )
+    if (
+        "could not translate host name" in text
+        or "name or service not known" in text
+        or "nodename nor servname" in text
+        or "unknown mysql server host" in text
+        or "failed to resolve host" in text
+    ):
+        return "the host name in the URL cannot be resolved: check the host name"
+    if "timeout expired" in text or "timed out" in text and "connect" in text:
+        return (
+            "the database server did not answer in time: check the host, port and network, "
+            "then retry"
+        )
+    if "unable to open database file" in text:
+        return (
+            "the SQLite database file cannot be opened: check that its folder exists and is "
+            "writable, or fix the path in the URL"
+        )
+    return None
 
 
 def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
@@ -336,20 +603,49 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
         action: what was being done, for the message, e.g. ``"writing /memories/a.md"``.
 
     Returns:
-        A :class:`ConflictError` for lock timeouts, deadlocks and serialisation failures (the
-        caller may retry), an existing :class:`DbMemoryError` unchanged, otherwise a
-        :class:`StorageError`. The caller raises it ``from exc``.
+        An existing :class:`DbMemoryError` unchanged; a :class:`ConflictError` for lock
+        timeouts, deadlocks and serialisation failures (code ``conflict``: retry) and for a
+        busy SQLite database (code ``busy``); a :class:`ConflictError` with code
+        ``transaction_rolled_back`` when the connection was lost (the server rolled back the
+        transaction on it); a :class:`StorageError` naming the cause and remedy of a failure
+        to connect (wrong password, unknown user or database, refused port, missing SQLite
+        folder, read-only SQLite file) or of missing tables; otherwise a generic
+        :class:`StorageError`. No SQL, URL or driver code appears in the message. The caller
+        raises it ``from exc``.
     """
     if isinstance(exc, DbMemoryError):
         return exc
+    if isinstance(exc, sa.exc.PendingRollbackError):
+        return ConflictError(
+            f"{action} is not possible: an earlier failure made the database roll back the "
+            "whole transaction on this connection (it was invalidated), so nothing of that "
+            "transaction was saved: roll back, then redo the whole unit of work",
+            code="transaction_rolled_back",
+        )
     text = str(getattr(exc, "orig", exc) or exc).lower()
+    codes = _error_codes(exc)
     if isinstance(exc, sa.exc.IntegrityError) and any(
         marker in text for marker in ("unique", "duplicate", "ora-00001")
     ):  # a concurrent writer created the same store or file first
         return ConflictError(f"{action} collided with a concurrent change: retry the operation")
-    if any(marker in text for marker in _CONFLICT_MARKERS):
+    if any(marker in text for marker in _BUSY_MARKERS):
         return ConflictError(
-            f"{action} waited for another writer and gave up: retry the operation"
+            f"the database is busy: another connection holds its write lock and did not "
+            f"release it in time while {action}; nothing was changed: retry in a moment",
+            code="busy",
+        )
+    if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
+        return ConflictError(
+            f"{action} waited for another writer's lock and gave up; nothing was changed: "
+            "retry the operation"
+        )
+    if "readonly database" in text or "read-only" in text and "sqlite" in type(
+        getattr(exc, "orig", exc)
+    ).__module__:
+        return StorageError(
+            "the SQLite database file is read-only (file permissions, a read-only mount or "
+            "mode=ro in the URL): make the file and its folder writable, or open another file",
+            code="read_only",
         )
     if any(
         marker in text
@@ -359,15 +655,47 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
             "dbmemory's tables are missing in this database: run 'dbmemory db upgrade' "
             "(or dbmemory.upgrade(engine)) first"
         )
-    if "unknown database" in text or ('database "' in text and "does not exist" in text):
-        return StorageError(
-            "the database named in the URL does not exist: create it or fix the URL"
+    connect = _connect_failure(text, codes)
+    if connect is not None:
+        return StorageError(connect, code="connect_failed")
+    if getattr(exc, "connection_invalidated", False):
+        return ConflictError(
+            f"the connection to the database was lost while {action}; the database rolled "
+            "back the whole transaction on it, including every earlier change in it: "
+            "retry the whole unit of work",
+            code="transaction_rolled_back",
         )
-    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or getattr(
-        exc, "connection_invalidated", False
-    ):
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
         return StorageError(f"the memory store could not be reached while {action}: retry later")
     return StorageError(f"the memory store failed while {action}")
+
+
+# -- Oracle: FOR UPDATE WAIT n -----------------------------------------------------------------
+
+_FOR_UPDATE_AT_END = re.compile(r"(FOR UPDATE(?: OF [^()]*?)?)\s*$")
+_DBM_TABLE = re.compile(r"\bdbm_", re.IGNORECASE)
+
+
+@compiles(sa.sql.Select, "oracle")
+def _oracle_select_wait(element: sa.sql.Select[Any], compiler: Any, **kw: Any) -> str:
+    """dbmemory's locking reads wait at most the engine's lock timeout on Oracle.
+
+    Oracle has no session lock timeout: a plain ``FOR UPDATE`` waits forever. dbmemory's
+    ``SELECT ... FOR UPDATE`` statements (those on its ``dbm_`` tables, without ``NOWAIT`` or
+    ``SKIP LOCKED``) compile to ``FOR UPDATE WAIT n``, ``n`` from
+    :func:`configure_engine` (default 5 s); a timeout raises ORA-30006, reported as a
+    conflict to retry. Other statements compile unchanged.
+    """
+    text = compiler.visit_select(element, **kw)
+    arg = element._for_update_arg
+    if arg is None or arg.nowait or arg.skip_locked or arg.read:
+        return text
+    if not _DBM_TABLE.search(text):
+        return text
+    seconds = getattr(
+        compiler.dialect, "_dbmemory_lock_wait_s", _lock_wait_seconds(DEFAULT_LOCK_TIMEOUT_MS)
+    )
+    return _FOR_UPDATE_AT_END.sub(lambda m: f"{m.group(1)} WAIT {int(seconds)}", text, count=1)
 
 
 def oracle19_dialect() -> Dialect:

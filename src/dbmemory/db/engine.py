@@ -101,17 +101,27 @@ def _backend(url: URL) -> str:
     return url.get_backend_name()
 
 
-def create_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
+def create_engine(
+    url: str | URL | None = None, *, lock_timeout_ms: int | None = None, **kwargs: Any
+) -> Engine:
     """Create an Engine set up the way dbmemory needs it.
 
     Args:
         url: a SQLAlchemy URL. None reads ``DBMEMORY_URL`` (:class:`dbmemory.settings.Settings`)
             and falls back to ``sqlite:///<user data dir>/dbmemory.db`` (the folder is created).
             A URL without a driver gets dbmemory's default driver (see :func:`normalize_url`).
+        lock_timeout_ms: how long a write waits for another transaction's lock, in
+            milliseconds, before it gives up with a retry text; None reads
+            ``DBMEMORY_LOCK_TIMEOUT_MS`` (default 5000). See
+            :func:`~dbmemory.db.dialect.configure_engine`.
         **kwargs: passed to :func:`sqlalchemy.create_engine` (``echo``, ``pool_size``, ...).
+            ``pool_pre_ping`` defaults to True on server databases (a connection dropped by a
+            server restart is replaced before use instead of failing the first call); pass
+            ``pool_pre_ping=False`` to save its round trip per checkout.
 
     Returns:
-        A configured :class:`~sqlalchemy.engine.Engine`. SQLite engines get WAL, a busy timeout,
+        A configured :class:`~sqlalchemy.engine.Engine` whose lock waits are bounded by
+        ``lock_timeout_ms``. SQLite engines get WAL, a busy timeout,
         foreign keys and ``BEGIN IMMEDIATE`` transactions
         (:func:`~dbmemory.db.dialect.configure_engine`);
         an in-memory SQLite database uses a :class:`~sqlalchemy.pool.StaticPool`, so every
@@ -123,12 +133,29 @@ def create_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
             e.g. ``pip install 'dbmemory[postgres]'``.
         InvalidArgumentError: the URL cannot be parsed or names an unknown database.
     """
-    if url is None:
+    if url is None or lock_timeout_ms is None:
         from dbmemory.settings import Settings
 
-        url = Settings().resolved_url()
+        try:
+            settings = Settings()
+        except ValueError as exc:  # pydantic's ValidationError: a DBMEMORY_* variable is wrong
+            raise InvalidArgumentError(
+                "a DBMEMORY_* environment variable is invalid (e.g. DBMEMORY_LOCK_TIMEOUT_MS "
+                "must be a positive whole number of milliseconds): fix or unset it"
+            ) from exc
+        if url is None:
+            url = settings.resolved_url()
+        if lock_timeout_ms is None:
+            lock_timeout_ms = settings.lock_timeout_ms
+    if isinstance(lock_timeout_ms, bool) or not isinstance(lock_timeout_ms, int) or lock_timeout_ms <= 0:
+        raise InvalidArgumentError(
+            f"lock_timeout_ms must be a positive whole number of milliseconds, got "
+            f"{lock_timeout_ms!r}: pass e.g. lock_timeout_ms=5000"
+        )
     parsed = normalize_url(url)
     backend = _backend(parsed)
+    if backend != "sqlite":  # a file or in-memory database has no server to restart
+        kwargs.setdefault("pool_pre_ping", True)
 
     if backend == "sqlite":
         database = parsed.database
@@ -158,4 +185,4 @@ def create_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
             f"'{parsed.drivername}' is not a database SQLAlchemy knows: use sqlite, oracle, "
             "postgresql or mysql/mariadb URLs"
         ) from exc
-    return configure_engine(engine)
+    return configure_engine(engine, lock_timeout_ms=lock_timeout_ms)

@@ -252,6 +252,8 @@ class MemoryTool:
         if isinstance(exc, ConflictError):
             if exc.code == "transaction_rolled_back":
                 return exc.message
+            if exc.code == "busy":
+                return messages.database_busy()
             return messages.conflict(path)
         if isinstance(exc, StorageError):
             return messages.storage_unavailable()

@@ -349,6 +349,15 @@ def conflict(path: str) -> str:
     )
 
 
+def database_busy() -> str:
+    """The database is busy (SQLite: another connection holds the write lock past the timeout);
+    said for reads and writes alike, never as a conflicting change to a file."""
+    return (
+        "The database is busy: another connection is writing to it and did not finish in "
+        "time; nothing was changed. Retry the command in a moment."
+    )
+
+
 def storage_unavailable() -> str:
     """The database failed; never shows the driver's text."""
     return "The memory store could not be reached; nothing was changed. Retry the command later."

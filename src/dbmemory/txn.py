@@ -1,0 +1,157 @@
+"""One write unit: how every dbmemory mutator runs its statements on the caller's connection.
+
+:func:`write_unit` is the only place that decides how a write joins (or does not join) the
+caller's transaction. Every mutator of :mod:`dbmemory.files`, :mod:`dbmemory.stores` and
+:mod:`dbmemory.expiry` runs inside it:
+
+* **In the caller's transaction** (the usual case): a savepoint around the write, so a statement
+  that fails leaves the caller's transaction usable (PostgreSQL would otherwise abort it).
+  When the database has rolled back the caller's *whole* transaction on its own (MySQL/MariaDB
+  deadlock victim, packet over ``max_allowed_packet``, ``innodb_rollback_on_timeout``; SQLite
+  disk full or interrupt; a lost connection), the savepoint is gone with it: the connection is
+  invalidated, so the caller's later statements and its ``COMMIT`` fail instead of committing
+  half a unit of work, and a :class:`~dbmemory.errors.ConflictError` with code
+  ``transaction_rolled_back`` says that the whole transaction was rolled back.
+* **On an AUTOCOMMIT connection** (``conn.execution_options(isolation_level="AUTOCOMMIT")``):
+  the write opens a real transaction of its own around the one command (SQLite ``BEGIN
+  IMMEDIATE``, PostgreSQL ``BEGIN``, MySQL ``START TRANSACTION``, Oracle: driver autocommit off)
+  and commits it when the command succeeds, or rolls it back when it fails: each command is
+  atomic and durable on its own, and the connection stays usable and in AUTOCOMMIT. If the
+  caller opened a real transaction by hand on that connection, the write joins it (savepoint).
+
+Nested units (a mutator calling another) become savepoints of the outer unit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from dbmemory.db import dialect
+from dbmemory.errors import ConflictError, DbMemoryError
+
+__all__ = ["write_unit", "transaction_rolled_back"]
+
+_OWN = "dbmemory_own_transaction"
+"""``conn.info`` key: set while :func:`write_unit` runs its own transaction on the connection."""
+
+
+def transaction_rolled_back(action: str, reason: str) -> ConflictError:
+    """The error for a transaction the database rolled back as a whole on its own."""
+    return ConflictError(
+        f"{action} failed because {reason}, and the database rolled back the whole "
+        "transaction: this change and every earlier change made in the same transaction were "
+        "NOT saved. Nothing more can be committed in it (the connection was invalidated): "
+        "roll back, then redo the whole unit of work from its start",
+        code="transaction_rolled_back",
+    )
+
+
+@contextlib.contextmanager
+def write_unit(conn: Connection, action: str) -> Iterator[None]:
+    """Run one write (its statements go in the ``with`` block) atomically on ``conn``.
+
+    Args:
+        conn: the caller's connection (in a transaction, none yet, or AUTOCOMMIT).
+        action: what is being done, for messages, e.g. ``"creating /memories/a.md"``.
+
+    Raises:
+        DbMemoryError: raised in the block, unchanged (the write was undone).
+        ConflictError: a lock wait timed out or a deadlock was broken (code ``conflict`` or
+            ``busy``; retry), or the database rolled back the caller's whole transaction
+            (code ``transaction_rolled_back``; the connection is invalidated).
+        StorageError: any other database failure (no SQL or driver text in the message).
+    """
+    if not conn.invalidated and not _own(conn) and dialect.is_autocommit(conn):
+        if dialect.driver_in_transaction(conn) is not True:
+            with _own_transaction(conn, action):
+                yield
+            return
+    with _savepoint(conn, action):
+        yield
+
+
+def _own(conn: Connection) -> bool:
+    """Whether ``conn`` runs inside :func:`_own_transaction` (False once it is invalidated)."""
+    if conn.invalidated:
+        return False
+    try:
+        return bool(conn.info.get(_OWN))
+    except sa.exc.SQLAlchemyError:
+        return False
+
+
+@contextlib.contextmanager
+def _savepoint(conn: Connection, action: str) -> Iterator[None]:
+    try:
+        with conn.begin_nested():
+            yield
+    except DbMemoryError:
+        raise
+    except sa.exc.SQLAlchemyError as exc:
+        reason = dialect.lost_transaction_reason(exc, conn)
+        if reason is None:
+            raise dialect.translate_db_error(exc, action) from exc
+        if _own(conn):  # only our own one-command transaction is gone: say retry
+            raise ConflictError(
+                f"{action} failed because {reason}; nothing was changed: retry the command"
+            ) from exc
+        if not conn.invalidated:
+            # The savepoint is gone with the caller's transaction. Invalidate the connection
+            # so the caller's later statements and COMMIT fail loudly instead of committing
+            # the rest of a half-lost unit of work on their own.
+            conn.invalidate()
+        raise transaction_rolled_back(action, reason) from exc
+
+
+@contextlib.contextmanager
+def _own_transaction(conn: Connection, action: str) -> Iterator[None]:
+    """A real transaction around one command on an AUTOCOMMIT connection."""
+    try:
+        dialect.begin_own_transaction(conn)
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, action) from exc
+    conn.info[_OWN] = True
+    committed = False
+    try:
+        try:
+            yield
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
+        try:
+            dialect.end_own_transaction(conn, commit=True)
+            committed = True
+        except sa.exc.SQLAlchemyError as exc:
+            _rollback_quietly(conn)
+            raise dialect.translate_db_error(exc, action) from exc
+    except DbMemoryError:
+        raise
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, action) from exc
+    finally:
+        if not conn.invalidated:
+            conn.info.pop(_OWN, None)
+        if not committed:
+            _reset_logical_transaction(conn)
+
+
+def _rollback_quietly(conn: Connection) -> None:
+    try:
+        dialect.end_own_transaction(conn, commit=False)
+    except Exception:  # the connection may be gone; nothing of ours was committed
+        pass
+
+
+def _reset_logical_transaction(conn: Connection) -> None:
+    """After a failed command, leave SQLAlchemy's bookkeeping clean: a failed savepoint can
+    leave the connection's (AUTOCOMMIT, so empty) logical transaction inactive, which would
+    refuse the caller's next statement."""
+    try:
+        if conn.in_transaction() and not conn.get_transaction().is_active:  # type: ignore[union-attr]
+            conn.rollback()
+    except Exception:
+        pass
