@@ -85,7 +85,10 @@ def expire_files(
     now = _v.check_now(now)
     cutoff = _cutoff(days, now)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= 1000:
-        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
+        raise InvalidArgumentError(
+            f"batch_size must be a whole number from 1 to 1000, got {_v.show(batch_size)}: "
+            "pass e.g. batch_size=1000"
+        )
     total = 0
     while True:
         n = _expire_batch(conn, cutoff, store_id, batch_size)

@@ -86,7 +86,10 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
         CapExceededError: longer than ``max_chars`` characters.
     """
     if not isinstance(text, str):
-        raise InvalidArgumentError(f"{what} must be text, got {type(text).__name__}")
+        raise InvalidArgumentError(
+            f"{what} must be text, got {'None' if text is None else type(text).__name__}: pass a "
+            "str ('' for an empty file)"
+        )
     if max_chars is not None and len(text) > max_chars:
         raise CapExceededError(
             f"{what} would be {len(text):,} characters, over the cap max_file_chars = "

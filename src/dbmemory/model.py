@@ -24,6 +24,9 @@ DEFAULT_MAX_FILES = 1_000
 """Default cap on the number of files in one store."""
 
 
+_EXAMPLES = {"max_file_chars": DEFAULT_MAX_FILE_CHARS, "max_files": DEFAULT_MAX_FILES, "max_store_chars": 1_000_000}
+
+
 def _positive(name: str, value: object, *, optional: bool = False) -> None:
     if value is None and optional:
         return
@@ -33,6 +36,7 @@ def _positive(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidArgumentError(
             f"{name} must be a positive whole number, got {show(value)}"
             + (" (or None for no cap)" if optional else "")
+            + f": pass e.g. {name}={_EXAMPLES[name]:_}"
         )
     from dbmemory.validate import check_cap
 

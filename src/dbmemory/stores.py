@@ -103,7 +103,7 @@ def enable_for_agent(
     _v.arguments(conn=conn)
     validate_component(agent_code, "agent code")
     if scope not in SCOPES:
-        raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+        raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}: pick one of them")
     if store_code is not None:
         validate_component(store_code, "store code")
     if context_key is not None:

@@ -62,16 +62,34 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 T = TypeVar("T")
 
 
+_PLAIN = (str, bytes, int, float, bool, dt.date, dt.time, dt.timedelta, type(None))
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if depth < 2 and isinstance(value, (list, tuple, set, frozenset)):
+        return all(_plain(item, depth + 1) for item in list(value)[:20])
+    if depth < 2 and isinstance(value, dict):
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in list(value.items())[:20])
+    return False
+
+
 def show(value: object) -> str:
-    """A value for a message: its ``repr`` clipped to 80 characters; never raises."""
+    """A value for a message: the ``repr`` of plain values (text, numbers, dates, and lists or
+    dicts of them) clipped to 80 characters; any other object as ``<TypeName>`` only, so an
+    Engine's URL, a password or a memory address never reaches a message, and the text is the
+    same on every backend. Never raises."""
     if value is None:
         return "None"
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
         return f"an integer of {len(str(abs(value)))} digits"
+    if not _plain(value):
+        return f"<{type(value).__name__}>"
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
-        text = f"<{type(value).__name__} object>"
+        text = f"<{type(value).__name__}>"
     if len(text) > _MAX_SHOWN:
         text = text[:_MAX_SHOWN] + f"... ({len(text):,} characters)"
     return text

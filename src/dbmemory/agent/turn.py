@@ -133,10 +133,14 @@ class TurnConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
-            raise InvalidArgumentError(f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}")
+            raise InvalidArgumentError(
+                f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}: "
+                f"pass e.g. max_tool_calls={DEFAULT_MAX_TOOL_CALLS}"
+            )
         if self.post_process not in ("background", "inline", "deferred", "off"):
             raise InvalidArgumentError(
-                f"post_process must be 'background', 'inline', 'deferred' or 'off', got {self.post_process!r}"
+                f"post_process must be 'background', 'inline', 'deferred' or 'off', got "
+                f"{self.post_process!r}: pick one of them"
             )
         _check_config_fields(self)
 
