@@ -752,6 +752,39 @@ APIS: list[Api] = [
     ],
 ]
 
+def _profile_apis() -> list[Api]:
+    from dbmemory.profile import (
+        UserMemoryConfig,
+        delete_profile,
+        is_user_memory_enabled,
+        load_user_memory,
+        read_profile,
+        set_user_memory_enabled,
+        write_profile,
+    )
+
+    user = [Param("user_id", "u1", [None, 7, b"u1", ""], InvalidScopeError, positional=True)]
+    conn = [Param("conn", CONN, BAD_CONN, positional=True)]
+    return [
+        Api("profile.read_profile", read_profile, [*conn, *user,
+            Param("unless_opted_out", False, BAD_BOOL)]),
+        Api("profile.write_profile", write_profile, [*conn, *user,
+            Param("text", "profile", BAD_TEXT, positional=True),
+            Param("expected_version", None, BAD_VERSION), Param("actor", "profile", BAD_ACTOR)]),
+        Api("profile.delete_profile", delete_profile, [*conn, *user, Param("actor", "profile", BAD_ACTOR)]),
+        Api("profile.is_user_memory_enabled", is_user_memory_enabled, [*conn, *user]),
+        Api("profile.set_user_memory_enabled", set_user_memory_enabled, [*conn, *user,
+            Param("enabled", True, BAD_BOOL, positional=True),
+            Param("root_folders", ("user-memory",), [None, 7, "user-memory", [7]]),
+            Param("actor", "user", BAD_ACTOR)]),
+        Api("profile.load_user_memory", load_user_memory, [*conn, *user,
+            Param("config", UserMemoryConfig(), [None, {}, "config"]),
+            Param("model", "gpt-4o-mini", [7, b"gpt", ["gpt"]])]),
+    ]
+
+
+APIS.extend(_profile_apis())
+
 NOT_FUNCTIONS = {
     "__version__": "a string",
     "ERROR_MARKER": "a string",
@@ -952,3 +985,19 @@ def test_ascii_digit_strings_still_count(seeded: Engine) -> None:
         assert tool.execute(
             {"command": "insert", "path": FILE, "insert_line": " 0 ", "insert_text": "top"}
         ).startswith("The memory file /memories/keep.md has been edited")
+
+
+# --------------------------------------------------------------------- now: aware or naive
+
+
+def test_expiry_takes_an_aware_or_a_naive_now_alike(api_env: tuple[Engine, int]) -> None:
+    engine, _ = api_env
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=40)
+    in_paris = later.astimezone(dt.timezone(dt.timedelta(hours=2)))
+    naive = later.replace(tzinfo=None)
+    with engine.connect() as c:
+        c.begin()
+        counted = [dbmemory.count_expirable_files(c, days=30, now=now) for now in (later, in_paris, naive)]
+        assert counted == [2, 2, 2]
+        assert dbmemory.count_expirable_files(c, days=30) == 0
+        c.rollback()
