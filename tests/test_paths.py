@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import unicodedata
 from pathlib import PurePosixPath
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -485,3 +487,229 @@ def test_quote_value_escapes_and_clips_long_values() -> None:
 def test_segments_that_look_like_dot_or_dot_dot_are_refused(raw: str) -> None:
     with pytest.raises(InvalidPathError, match="looks like"):
         normalize_path(raw)
+
+
+# ------------------------------------------- issue 8 section 5: invisible and look-alike names
+
+from dbmemory.paths import DEFAULT_IGNORABLE_RANGES, is_default_ignorable  # noqa: E402
+
+DEFAULT_IGNORABLE_CODES = [
+    code for first, last, _ in DEFAULT_IGNORABLE_RANGES for code in range(first, last + 1)
+]
+INVISIBLE_REMEDY = "use only visible characters in memory paths"
+
+
+def test_the_default_ignorable_table_is_sorted_disjoint_and_has_4174_code_points() -> None:
+    previous = -1
+    for first, last, names in DEFAULT_IGNORABLE_RANGES:
+        assert previous < first <= last, (hex(first), hex(last))
+        assert names
+        previous = last
+    assert len(DEFAULT_IGNORABLE_CODES) == 4174 == len(set(DEFAULT_IGNORABLE_CODES))
+
+
+def test_the_default_ignorable_table_matches_the_unicode_database_of_perl() -> None:
+    """An independent copy of DerivedCoreProperties.txt: Perl's ``\\p{Default_Ignorable_Code_Point}``."""
+    import shutil
+    import subprocess
+
+    perl = shutil.which("perl")
+    if perl is None:
+        pytest.skip("perl is not installed: no second copy of the Unicode database to compare with")
+    out = subprocess.run(
+        [perl, "-e", 'for $c (0..0x10FFFF) { print "$c\\n" if chr($c) =~ /\\p{Default_Ignorable_Code_Point}/ }'],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    assert [int(line) for line in out.split()] == DEFAULT_IGNORABLE_CODES
+
+
+def test_the_table_holds_what_the_brief_names() -> None:
+    named = [0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F,
+             0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF, 0x00AD, 0x061C, 0x17B4, 0x17B5,
+             *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), *range(0x180B, 0x1810),
+             *range(0xE0000, 0xE0080), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    assert all(is_default_ignorable(chr(c)) for c in named)
+    assert not any(is_default_ignorable(c) for c in "a.é /-_\u00e9\u0301")
+
+
+@pytest.mark.parametrize("place", ["middle", "start", "end", "alone", "directory"])
+def test_every_default_ignorable_code_point_is_refused_naming_it(place: str) -> None:
+    """Exhaustive over the 4,174 code points, in every position of a segment."""
+    for code in DEFAULT_IGNORABLE_CODES:
+        char = chr(code)
+        raw = {
+            "middle": f"/memories/a{char}b.md",
+            "start": f"/memories/{char}a.md",
+            "end": f"/memories/a.md{char}",
+            "alone": f"/memories/{char}",
+            "directory": f"/memories/{char * 3}/a.md",
+        }[place]
+        message = refused(raw)
+        assert f"U+{code:04X}" in message, message
+        assert INVISIBLE_REMEDY in message, message
+
+
+def test_every_format_character_of_the_database_is_refused() -> None:
+    """Cf is refused by category (also the Cf characters that are not default-ignorable, e.g.
+    U+0600 ARABIC NUMBER SIGN), exhaustively over all code points."""
+    import sys
+
+    cf = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(cf) > 150
+    for code in cf:
+        assert f"U+{code:04X}" in refused(f"/memories/a{chr(code)}b")
+
+
+@pytest.mark.parametrize(
+    ("char", "name"),
+    [("\ufe0f", "VARIATION SELECTOR-16"), ("\ufe0e", "VARIATION SELECTOR-15"),
+     ("\U000e0100", "VARIATION SELECTOR-17"), ("\u034f", "COMBINING GRAPHEME JOINER"),
+     ("\u115f", "HANGUL CHOSEONG FILLER"), ("\u1160", "HANGUL JUNGSEONG FILLER"),
+     ("\u3164", "HANGUL FILLER"), ("\uffa0", "HALFWIDTH HANGUL FILLER"),
+     ("\u180b", "MONGOLIAN FREE VARIATION SELECTOR ONE"),
+     ("\u180f", "MONGOLIAN FREE VARIATION SELECTOR FOUR"), ("\u17b4", "KHMER VOWEL INHERENT AQ")],
+)
+def test_invisible_characters_that_are_not_format_characters_name_code_point_and_remedy(
+    char: str, name: str
+) -> None:
+    code = ord(char)
+    escaped = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    assert refused(f"/memories/a{char}.md") == (
+        f"path '/memories/a{escaped}.md' contains an invisible character ('{escaped}', "
+        f"U+{code:04X} {name}) at position 11, so it would list like a name without it: "
+        f"remove it and {INVISIBLE_REMEDY}"
+    )
+
+
+def test_emoji_with_and_without_variation_selector_cannot_be_two_files() -> None:
+    assert normalize_path("/memories/\u2764.md") == "/memories/\u2764.md"
+    assert "U+FE0F" in refused("/memories/\u2764\ufe0f.md")
+
+
+@pytest.mark.parametrize(
+    "char", ["\u00a0", "\u2000", "\u2002", "\u2003", "\u2007", "\u2009", "\u200a", "\u202f",
+             "\u205f", "\u3000", "\u1680", "\u2800"],
+)
+def test_space_look_alikes_are_refused_inside_a_name(char: str) -> None:
+    message = refused(f"/memories/my{char}notes.md")
+    shown = unicodedata.normalize("NFC", char)  # U+2000 EN QUAD is U+2002 EN SPACE in NFC
+    assert f"U+{ord(shown):04X}" in message and "use the ASCII space (U+0020)" in message, message
+    assert normalize_path("/memories/my notes.md") == "/memories/my notes.md"
+
+
+@pytest.mark.parametrize(
+    "segment",
+    ["\u0301", "\u0301\u0302", "\u20dd", "\u0307" * 500],
+    ids=["one-mark", "two-marks", "enclosing", "500-marks"],
+)
+def test_a_segment_of_combining_marks_only_is_refused(segment: str) -> None:
+    assert "made only of combining marks" in refused(f"/memories/{segment}/a.md")
+    assert "made only of combining marks" in refused(f"/memories/d/{segment}")
+
+
+@pytest.mark.parametrize(
+    "segment",
+    [".\u0307" + "\u0307" * 20 + ".", "\u0307" * 9 + "..", "." + "\u0301" * 998,
+     "\u3002" + "\u0323" * 100 + "\u3002", "\uff0e" * 2 + "\u0307" * 50, ".." + "\u20dd" * 30,
+     "\u0660\u0660", "\u06f0", "\ua4f8\ua4f8", "\U00010a50\U00010a50", "\u2024" + "\u0307" * 12],
+    ids=["dot-marks-dot", "marks-then-dots", "dot-998-marks", "ideographic-long", "fullwidth-long",
+         "enclosing-long", "arabic-zero", "persian-zero", "lisu", "kharoshthi", "leader-long"],
+)
+def test_long_segments_that_look_like_dot_or_dot_dot_are_refused(segment: str) -> None:
+    """No length shortcut: a look-alike of '.' or '..' is refused however many marks it carries."""
+    assert "looks like '.' or '..'" in refused(f"/memories/{segment}/secret.md")
+    assert "looks like '.' or '..'" in refused(f"/memories/a/{segment}")
+
+
+def test_long_legal_names_with_dots_and_accents_are_kept() -> None:
+    name = "r\u00e9sum\u00e9." * 50 + "md"
+    assert normalize_path(f"/memories/{name}") == f"/memories/{name}"
+    assert normalize_path("/memories/...") == "/memories/..."
+    assert normalize_path("/memories/.hidden") == "/memories/.hidden"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("ab.") + [chr(c) for c in (0x0301, 0x0307, 0xFE0F, 0x3164,
+                                                                      0x00A0, 0x200B, 0x3002)]),
+            min_size=1, max_size=12),
+    st.text(alphabet=st.sampled_from([chr(c) for c in DEFAULT_IGNORABLE_CODES[:200]]), min_size=1,
+            max_size=3),
+)
+def test_inserting_invisible_characters_never_gives_a_second_key(name: str, extra: str) -> None:
+    """Two names that differ only by default-ignorable characters are never two accepted keys."""
+    try:
+        plain = normalize_path(f"/memories/{name}")
+    except InvalidPathError:
+        plain = None
+    with pytest.raises(InvalidPathError):
+        normalize_path(f"/memories/{name[:1]}{extra}{name[1:]}")
+    if plain is not None:
+        assert not any(is_default_ignorable(c) for c in plain)
+
+
+# -------------------------------------------- section 5 on every backend: tool and create_file
+
+INVISIBLE_PATHS = [
+    pytest.param("/memories/notes\ufe0f.md", "U+FE0F", id="variation-selector"),
+    pytest.param("/memories/notes\U000e0101.md", "U+E0101", id="variation-selector-supplement"),
+    pytest.param("/memories/no\u034ftes.md", "U+034F", id="grapheme-joiner"),
+    pytest.param("/memories/\u3164/notes.md", "U+3164", id="hangul-filler-directory"),
+    pytest.param("/memories/\uffa0", "U+FFA0", id="halfwidth-filler-alone"),
+    pytest.param("/memories/notes\u200b.md", "U+200B", id="zero-width-space"),
+    pytest.param("/memories/no\u180btes.md", "U+180B", id="mongolian-selector"),
+    pytest.param("/memories/notes\U000e0041.md", "U+E0041", id="tag-character"),
+    pytest.param("/memories/my\u00a0notes.md", "U+00A0", id="no-break-space"),
+    pytest.param("/memories/" + "\u0307" * 40 + "../x.md", "looks like '.' or '..'", id="long-dot-dot"),
+    pytest.param("/memories/\u0301\u0301/x.md", "made only of combining marks", id="marks-only"),
+]
+
+
+def _rows(engine: Any) -> tuple[Any, ...]:
+    from helpers import committed_view, counts, store_files
+
+    with committed_view(engine) as c:
+        return counts(c), store_files(c)
+
+
+@pytest.mark.parametrize(("path", "expected"), INVISIBLE_PATHS)
+def test_invisible_names_are_refused_by_the_memory_tool_on_every_backend(
+    engine: Any, path: str, expected: str
+) -> None:
+    from dbmemory.tool import MemoryTool
+
+    with engine.begin() as c:
+        assert MemoryTool.for_store(c, "looks").execute(
+            {"command": "create", "path": "/memories/notes.md", "file_text": "real"}
+        ).startswith("File created")
+    before = _rows(engine)
+    with engine.begin() as c:
+        tool = MemoryTool.for_store(c, "looks")
+        for arguments in (
+            {"command": "create", "path": path, "file_text": "shadow"},
+            {"command": "rename", "old_path": "/memories/notes.md", "new_path": path},
+            {"command": "view", "path": path},
+            {"command": "delete", "path": path},
+            {"command": "str_replace", "path": path, "old_str": "real", "new_str": "x"},
+        ):
+            text = tool.execute(arguments)
+            assert text.startswith("Error: "), text
+            assert expected in text, text
+    assert _rows(engine) == before
+
+
+@pytest.mark.parametrize(("path", "expected"), INVISIBLE_PATHS)
+def test_invisible_names_are_refused_by_create_file_on_every_backend(
+    engine: Any, path: str, expected: str
+) -> None:
+    from dbmemory import files
+    from dbmemory.model import StoreRef
+
+    before = _rows(engine)
+    ref = StoreRef(store_key="shared:looks", scope="shared", store_code="looks")
+    with engine.begin() as c:
+        with pytest.raises(InvalidPathError, match=re.escape(expected)):
+            files.create_file(c, ref, path, "shadow")
+        with pytest.raises(InvalidPathError, match=re.escape(expected)):
+            files.put_file(c, ref, path, "shadow")
+    assert _rows(engine) == before

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dbmemory import statements as st
+from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.files import _audit, _event
@@ -41,6 +42,9 @@ def count_expirable_files(
     conn: Connection, *, days: float, store_id: int | None = None, now: dt.datetime | None = None
 ) -> int:
     """How many files :func:`expire_files` would delete now (a dry run). Same rule."""
+    _v.arguments(conn=conn)
+    _v.check_id(store_id, optional=True)
+    now = _v.check_now(now)
     cutoff = _cutoff(days, now)
     return int(conn.execute(st.count_expirable(cutoff, store_id)).scalar_one())
 
@@ -74,11 +78,19 @@ def expire_files(
         The number of files deleted.
 
     Raises:
-        InvalidArgumentError: ``days`` <= 0 or not a number; bad ``batch_size``.
+        InvalidArgumentError: ``days`` <= 0 or not a number; bad ``batch_size``; ``store_id``
+            not ``None`` or a whole number from 1 to 2**63-1; ``now`` not a datetime (naive is
+            taken as UTC); ``conn`` not a Connection.
     """
+    _v.arguments(conn=conn)
+    _v.check_id(store_id, optional=True)
+    now = _v.check_now(now)
     cutoff = _cutoff(days, now)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= 1000:
-        raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")
+        raise InvalidArgumentError(
+            f"batch_size must be a whole number from 1 to 1000, got {_v.show(batch_size)}: "
+            "pass e.g. batch_size=1000"
+        )
     total = 0
     while True:
         n = _expire_batch(conn, cutoff, store_id, batch_size)
@@ -118,7 +130,15 @@ def expire_files_committing(
 
     Returns:
         The number of files deleted.
+
+    Raises:
+        InvalidArgumentError: as :func:`expire_files`; ``engine`` not an Engine; ``on_batch``
+            not callable.
     """
+    _v.arguments(engine=engine)
+    _v.check_id(store_id, optional=True)
+    _v.check_int(batch_size, "batch_size", minimum=1, maximum=1000)
+    _v.check_callable(on_batch, "on_batch")
     cutoff = _cutoff(days, None)
     if not 0 < batch_size <= 1000:
         raise InvalidArgumentError(f"batch_size must be 1..1000, got {batch_size!r}")

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from dbmemory import statements as st
+from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.errors import (
     AlreadyExistsError,
@@ -86,7 +87,10 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
         CapExceededError: longer than ``max_chars`` characters.
     """
     if not isinstance(text, str):
-        raise InvalidArgumentError(f"{what} must be text, got {type(text).__name__}")
+        raise InvalidArgumentError(
+            f"{what} must be text, got {'None' if text is None else type(text).__name__}: pass a "
+            "str ('' for an empty file)"
+        )
     if max_chars is not None and len(text) > max_chars:
         raise CapExceededError(
             f"{what} would be {len(text):,} characters, over the cap max_file_chars = "
@@ -167,6 +171,8 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
     """The row id of the store named ``store_key``, or ``None`` if it was never written."""
+    _v.arguments(conn=conn)
+    _v.check_text(store_key, "store_key", empty=False)
     try:
         return conn.execute(st.SELECT_STORE_ID, {"p_key": store_key}).scalar_one_or_none()
     except sa.exc.SQLAlchemyError as exc:
@@ -186,6 +192,9 @@ def get_or_create_store(
     The key must already be valid (build it with :func:`dbmemory.keys.build_store_key`).
     Safe under races: a concurrent creator's row is found and reused.
     """
+    _v.arguments(conn=conn)
+    _v.check_text(store_key, "store_key", empty=False)
+    _v.check_text(scope, "scope", empty=False)
     ref = StoreRef(store_key=store_key, scope=scope, agent_code=agent_code, store_code=store_code)
     with _savepoint(conn, "opening a store"):
         return _lock_store(conn, ref)[0]
@@ -330,7 +339,12 @@ def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
     Returns:
         list of :class:`FileInfo` (path, size in characters, version, created, updated, last
         accessed), sorted by path (code-point order). Empty for an empty store.
+
+    Raises:
+        InvalidArgumentError: ``conn`` is not a Connection; ``store_id`` is not a whole number
+            from 1 to 2**63-1.
     """
+    _v.arguments(conn=conn, store_id=store_id)
     return list_directory(conn, store_id, ROOT)
 
 
@@ -339,7 +353,10 @@ def list_directory(conn: Connection, store_id: int | None, directory: str) -> li
 
     Raises:
         InvalidPathError: ``directory`` is not a valid path.
+        InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``.
     """
+    _v.arguments(conn=conn)
+    _v.check_id(store_id, optional=True)
     directory = normalize_path(directory)
     if store_id is None:
         return []
@@ -392,8 +409,11 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
 
     Raises:
         InvalidPathError: invalid path.
+        InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``; ``touch`` not
+            a bool.
         NotFoundError: no file at ``path`` (it may be a directory).
     """
+    _v.arguments(conn=conn, store_id=store_id, touch=touch)
     path = normalize_path(path)
     row = _select_file(conn, st.SELECT_FILE, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
     if row is None:
@@ -439,6 +459,9 @@ def view_path(
 
 
 def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
+    _v.arguments(conn=conn)
+    if store is not None:
+        _v.arguments(store=store)
     path = normalize_path(path)
     if isinstance(store, StoreRef):
         # Always by key, never by a cached id: a store dropped since (end_session, drop_store)
@@ -493,7 +516,11 @@ def create_file(
         CapExceededError: ``max_file_chars``, ``max_files`` or ``max_store_chars`` would be
             exceeded; nothing was written.
         ConflictError / StorageError: the database gave up (lock timeout, lost connection).
+        InvalidArgumentError: also for a ``conn``, ``store``, ``caps``, ``actor`` or
+            ``expiry_exempt`` of the wrong type or range.
     """
+    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
+    _v.check_bool(expiry_exempt, "expiry_exempt")
     path = normalize_path(path)
     _require_not_root(path, "create")
     validate_text(text, max_chars=caps.max_file_chars)
@@ -585,8 +612,13 @@ def edit_file(
         InvalidPathError: invalid path, the root, or a directory.
         NotFoundError: no such file.
         CapExceededError: the new text breaks ``max_file_chars`` or ``max_store_chars``.
+        InvalidArgumentError: a ``conn``, ``store``, ``caps``, ``actor``, ``action`` or
+            ``transform`` of the wrong type or range.
         whatever ``transform`` raises.
     """
+    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
+    _v.check_callable(transform, "transform", optional=False)
+    _v.check_text(action, "action", empty=False, max_chars=30)
     path = normalize_path(path)
     _require_not_root(path, "edit")
     known_id = _existing_store_id(conn, store)
@@ -670,7 +702,13 @@ def put_file(
         InvalidPathError / InvalidArgumentError: invalid path or text.
         ConflictError: ``expected_version`` does not match (someone else wrote first).
         CapExceededError: a cap would be exceeded (when ``enforce_caps``).
+        InvalidArgumentError: also for a ``conn``, ``store``, ``caps``, ``actor``,
+            ``enforce_caps``, ``expected_version`` or ``expiry_exempt`` of the wrong type or
+            range (``expected_version``: ``None`` or 0 to 2,147,483,647).
     """
+    _v.arguments(conn=conn, store=store, enforce_caps=enforce_caps, caps=caps, actor=actor)
+    _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
+    _v.check_bool(expiry_exempt, "expiry_exempt", optional=True)
     path = normalize_path(path)
     _require_not_root(path, "write")
     validate_text(text, max_chars=caps.max_file_chars if enforce_caps else None)
@@ -755,7 +793,9 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
     Raises:
         InvalidPathError: invalid path or the root (in any spelling).
         NotFoundError: nothing at ``path``.
+        InvalidArgumentError: a ``conn``, ``store`` or ``actor`` of the wrong type or range.
     """
+    _v.arguments(conn=conn, store=store, actor=actor)
     path = normalize_path(path)
     _require_not_root(path, "delete")
     known_id = _existing_store_id(conn, store)
@@ -808,8 +848,12 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
     """Delete one file (admin). Returns ``True`` if it existed, ``False`` otherwise.
 
     Raises:
-        InvalidPathError: invalid path, or ``path`` is a directory (use :func:`delete_path`).
+        InvalidPathError: invalid path, the root, or ``path`` is a directory (code
+            ``is_directory``: use :func:`delete_path`); nothing is deleted.
+        InvalidArgumentError: a ``conn``, ``store_id`` or ``actor`` of the wrong type or range.
+        NotFoundError: the store does not exist.
     """
+    _v.arguments(conn=conn, store_id=store_id, actor=actor)
     path = normalize_path(path)
     _require_not_root(path, "delete")
     with _savepoint(conn, f"deleting {path}"):
@@ -818,6 +862,13 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
             st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(path)}
         ).first()
         if row is None:
+            probe = {"p_sid": store_id, **st.prefix_params(path)}
+            if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
+                raise InvalidPathError(
+                    f"{path} is a directory, not a file: delete_file deletes one file; use "
+                    "delete_path to delete a directory with everything under it",
+                    code="is_directory",
+                )
             return False
         conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
         _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
@@ -844,7 +895,10 @@ def rename_path(
             parent is a file.
         NotFoundError: nothing at ``old_path``.
         AlreadyExistsError: something already exists at ``new_path``.
+        InvalidArgumentError: a ``conn``, ``store``, ``caps`` or ``actor`` of the wrong type or
+            range.
     """
+    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
     old_path = normalize_path(old_path)
     new_path = normalize_path(new_path)
     _require_not_root(old_path, "rename")
@@ -918,7 +972,13 @@ def rename_path(
 
 
 def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") -> int:
-    """Delete every file of a store (the store row stays). Returns the number deleted."""
+    """Delete every file of a store (the store row stays). Returns the number deleted.
+
+    Raises:
+        InvalidArgumentError: a ``conn``, ``store_id`` or ``actor`` of the wrong type or range.
+        NotFoundError: the store does not exist.
+    """
+    _v.arguments(conn=conn, store_id=store_id, actor=actor)
     with _savepoint(conn, "clearing a store"):
         store_id, store_key = _lock_store(conn, store_id)
         victims = _files_under(conn, store_id, ROOT)

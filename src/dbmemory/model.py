@@ -24,14 +24,23 @@ DEFAULT_MAX_FILES = 1_000
 """Default cap on the number of files in one store."""
 
 
+_EXAMPLES = {"max_file_chars": DEFAULT_MAX_FILE_CHARS, "max_files": DEFAULT_MAX_FILES, "max_store_chars": 1_000_000}
+
+
 def _positive(name: str, value: object, *, optional: bool = False) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        from dbmemory.validate import show
+
         raise InvalidArgumentError(
-            f"{name} must be a positive whole number, got {value!r}"
+            f"{name} must be a positive whole number, got {show(value)}"
             + (" (or None for no cap)" if optional else "")
+            + f": pass e.g. {name}={_EXAMPLES[name]:_}"
         )
+    from dbmemory.validate import check_cap
+
+    check_cap(value, name, optional=optional)  # within its column: 32-bit INTEGER, or BIGINT for max_store_chars
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,9 @@ class Caps:
         max_store_chars: most characters in all files of one store together; ``None`` = no cap.
 
     Raises:
-        InvalidArgumentError: a cap that is not a positive integer.
+        InvalidArgumentError: a cap that is not a positive integer, or beyond its column's
+            range (``max_file_chars`` and ``max_files`` at most 2,147,483,647, a 32-bit
+            ``INTEGER``; ``max_store_chars`` at most 2**63-1, a ``BIGINT``).
     """
 
     max_file_chars: int = DEFAULT_MAX_FILE_CHARS

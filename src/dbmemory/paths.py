@@ -18,15 +18,23 @@ Rules of :func:`normalize_path`, in the order they are checked (each failure rai
 5. Unicode NFC normalisation (``é`` typed as one or two code points is one key).
 6. Refused characters: backslash; control characters (category ``Cc``: NUL, TAB, CR, LF, DEL,
    C1 controls); format characters (``Cf``: zero-width space/joiner, bidi overrides, BOM, soft
-   hyphen), which are invisible and would make look-alike keys; line and paragraph separators
-   (U+2028, U+2029); lone surrogates; and look-alikes of ``/`` and ``\\`` (fullwidth solidus,
-   division slash, fraction slash, ...).
+   hyphen), which are invisible and would make look-alike keys; every other Unicode
+   ``Default_Ignorable_Code_Point`` (:data:`DEFAULT_IGNORABLE_RANGES`: variation selectors,
+   the combining grapheme joiner, Hangul and halfwidth Hangul fillers, Mongolian free variation
+   selectors, Khmer inherent vowels, tag characters, and the code points reserved as
+   ignorable), which render as nothing, so ``a\ufe0f.md`` would list like ``a.md``; spaces
+   other than the ASCII space (no-break, en, em, ideographic, ... and U+2800 BRAILLE PATTERN
+   BLANK), which look like a space; line and paragraph separators (U+2028, U+2029); lone
+   surrogates; and look-alikes of ``/`` and ``\\`` (fullwidth solidus, division slash,
+   fraction slash, ...). The message names the character's code point (``U+FE0F``) and says
+   to remove it.
 7. Repeated slashes collapse (``/memories//a`` is ``/memories/a``); one trailing slash is dropped.
 8. The result is exactly ``/memories`` or starts with ``/memories/`` (``/memoriesX``,
    ``/memories_backup/x`` and ``/Memories/x`` are refused).
-9. No segment is ``.`` or ``..`` or a look-alike of them (``．．``, ``‥``); ``first..last.md`` is a
-   legal name. No segment starts or ends with whitespace (``/memories/notes.md `` would look like
-   ``/memories/notes.md``).
+9. No segment is ``.`` or ``..`` or a look-alike of them (``．．``, ``‥``, dots under any number
+   of combining marks, whatever the segment's length); ``first..last.md`` is a legal name. No
+   segment is made only of combining marks (nothing visible of its own). No segment starts or
+   ends with whitespace (``/memories/notes.md `` would look like ``/memories/notes.md``).
 10. At most ``MAX_PATH_CHARS`` (1,000) characters after normalisation.
 
 Nothing here touches the database.
@@ -47,6 +55,8 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_RAW_PATH_CHARS",
     "MAX_DECODE_ROUNDS",
+    "DEFAULT_IGNORABLE_RANGES",
+    "is_default_ignorable",
     "normalize_path",
     "is_root",
     "ancestors",
@@ -87,6 +97,72 @@ _SLASH_LOOKALIKES = frozenset(
     "\uff3c"  # FULLWIDTH REVERSE SOLIDUS
 )
 
+DEFAULT_IGNORABLE_RANGES: tuple[tuple[int, int, str], ...] = (
+    (0x00AD, 0x00AD, "SOFT HYPHEN"),  # Cf
+    (0x034F, 0x034F, "COMBINING GRAPHEME JOINER"),  # Mn
+    (0x061C, 0x061C, "ARABIC LETTER MARK"),  # Cf
+    (0x115F, 0x1160, "HANGUL CHOSEONG FILLER..HANGUL JUNGSEONG FILLER"),  # Lo
+    (0x17B4, 0x17B5, "KHMER VOWEL INHERENT AQ..KHMER VOWEL INHERENT AA"),  # Mn
+    (0x180B, 0x180D, "MONGOLIAN FREE VARIATION SELECTOR ONE..THREE"),  # Mn
+    (0x180E, 0x180E, "MONGOLIAN VOWEL SEPARATOR"),  # Cf
+    (0x180F, 0x180F, "MONGOLIAN FREE VARIATION SELECTOR FOUR"),  # Mn
+    (0x200B, 0x200F, "ZERO WIDTH SPACE..RIGHT-TO-LEFT MARK"),  # Cf
+    (0x202A, 0x202E, "LEFT-TO-RIGHT EMBEDDING..RIGHT-TO-LEFT OVERRIDE"),  # Cf
+    (0x2060, 0x2064, "WORD JOINER..INVISIBLE PLUS"),  # Cf
+    (0x2065, 0x2065, "<reserved-2065>"),  # Cn
+    (0x2066, 0x206F, "LEFT-TO-RIGHT ISOLATE..NOMINAL DIGIT SHAPES"),  # Cf
+    (0x3164, 0x3164, "HANGUL FILLER"),  # Lo
+    (0xFE00, 0xFE0F, "VARIATION SELECTOR-1..VARIATION SELECTOR-16"),  # Mn
+    (0xFEFF, 0xFEFF, "ZERO WIDTH NO-BREAK SPACE"),  # Cf
+    (0xFFA0, 0xFFA0, "HALFWIDTH HANGUL FILLER"),  # Lo
+    (0xFFF0, 0xFFF8, "<reserved-FFF0>..<reserved-FFF8>"),  # Cn
+    (0x1BCA0, 0x1BCA3, "SHORTHAND FORMAT LETTER OVERLAP..SHORTHAND FORMAT UP STEP"),  # Cf
+    (0x1D173, 0x1D17A, "MUSICAL SYMBOL BEGIN BEAM..MUSICAL SYMBOL END PHRASE"),  # Cf
+    (0xE0000, 0xE0000, "<reserved-E0000>"),  # Cn
+    (0xE0001, 0xE0001, "LANGUAGE TAG"),  # Cf
+    (0xE0002, 0xE001F, "<reserved-E0002>..<reserved-E001F>"),  # Cn
+    (0xE0020, 0xE007F, "TAG SPACE..CANCEL TAG"),  # Cf
+    (0xE0080, 0xE00FF, "<reserved-E0080>..<reserved-E00FF>"),  # Cn
+    (0xE0100, 0xE01EF, "VARIATION SELECTOR-17..VARIATION SELECTOR-256"),  # Mn
+    (0xE01F0, 0xE0FFF, "<reserved-E01F0>..<reserved-E0FFF>"),  # Cn
+)
+"""Unicode's ``Default_Ignorable_Code_Point`` set as inclusive ``(first, last, names)`` ranges
+(4,174 code points): characters a renderer shows as nothing when it does not support them,
+and most of them always. Source: the Unicode Character Database, file
+``DerivedCoreProperties.txt``, property ``Default_Ignorable_Code_Point``, Unicode 14.0.0 (the
+version of Python 3.11's :mod:`unicodedata`; https://www.unicode.org/Public/14.0.0/ucd/
+DerivedCoreProperties.txt). Written down because :mod:`unicodedata` has no property look-up;
+``tests/test_paths.py`` checks it against Perl's copy of the UCD when Perl is installed.
+Categories: ``Cf`` (format), ``Mn`` (variation selectors, CGJ, Khmer, Mongolian), ``Lo`` (the
+Hangul fillers) and ``Cn`` (code points reserved as ignorable)."""
+
+_DEFAULT_IGNORABLE = frozenset(
+    chr(code) for first, last, _ in DEFAULT_IGNORABLE_RANGES for code in range(first, last + 1)
+)
+
+_BLANK_LOOKALIKES = frozenset({"\u2800"})  # BRAILLE PATTERN BLANK (So) renders as a space
+
+
+def is_default_ignorable(char: str) -> bool:
+    """Tell whether one character is a Unicode ``Default_Ignorable_Code_Point``
+    (see :data:`DEFAULT_IGNORABLE_RANGES`)."""
+    return char in _DEFAULT_IGNORABLE
+
+
+def _shown(char: str) -> str:
+    return _escape_invisible(repr(char))
+
+
+def _unicode_name(char: str) -> str:
+    name = unicodedata.name(char, "")
+    if name:
+        return f" {name}"
+    for first, last, names in DEFAULT_IGNORABLE_RANGES:
+        if first <= ord(char) <= last and names.startswith("<"):
+            return " (reserved as invisible)"
+    return ""
+
+
 _REFUSED_CATEGORIES = {
     "Cc": "a control character",
     "Cf": "an invisible format character",
@@ -113,8 +189,27 @@ def quote_value(value: str, max_chars: int = _MAX_SHOWN_CHARS) -> str:
         e.g. ``"'/memories/a/../b'"`` or ``"'aaaa...' (10,000,000 characters)"``.
     """
     if len(value) <= max_chars:
-        return repr(value)
-    return f"{value[:max_chars]!r}... ({len(value):,} characters)"
+        return _escape_invisible(repr(value))
+    return f"{_escape_invisible(repr(value[:max_chars]))}... ({len(value):,} characters)"
+
+
+def _escape_invisible(text: str) -> str:
+    """``repr`` leaves printable invisible characters (variation selectors, Hangul fillers,
+    no-break spaces) as they are; spell them ``\\uXXXX`` so a message shows where they are."""
+    if text.isascii():
+        return text
+    return "".join(_escape_char(c) if _shown_escaped(c) else c for c in text)
+
+
+def _shown_escaped(char: str) -> bool:
+    return char in _DEFAULT_IGNORABLE or char in _BLANK_LOOKALIKES or (
+        char != " " and unicodedata.category(char) == "Zs"
+    )
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _fail(raw: str, decoded: str | None, rule: str) -> InvalidPathError:
@@ -176,6 +271,9 @@ def _check_characters(raw: str, text: str) -> None:
                 f"{index}: separate segments with an ASCII '/' and do not use slash-like "
                 "characters in names",
             )
+        if char.isascii():
+            if char.isprintable():
+                continue
         category = unicodedata.category(char)
         what = _REFUSED_CATEGORIES.get(category)
         if what is not None:
@@ -184,6 +282,22 @@ def _check_characters(raw: str, text: str) -> None:
                 text,
                 f"contains {what} ({char!r}, U+{ord(char):04X}) at position {index}: use only "
                 "visible characters in memory paths",
+            )
+        if char in _DEFAULT_IGNORABLE:
+            raise _fail(
+                raw,
+                text,
+                f"contains an invisible character ({_shown(char)}, U+{ord(char):04X}"
+                f"{_unicode_name(char)}) at position {index}, so it would list like a name "
+                "without it: remove it and use only visible characters in memory paths",
+            )
+        if (category == "Zs" and char != " ") or char in _BLANK_LOOKALIKES:
+            raise _fail(
+                raw,
+                text,
+                f"contains a space look-alike ({_shown(char)}, U+{ord(char):04X}{_unicode_name(char)}) "
+                f"at position {index}, which looks like an ordinary space: use the ASCII space "
+                "(U+0020) or remove it",
             )
 
 
@@ -198,7 +312,13 @@ _DOT_LOOKALIKES = str.maketrans(
         "\u0702"  # SYRIAC SUBLINEAR FULL STOP
         "\ua60e"  # VAI FULL STOP
         "\u1362"  # ETHIOPIC FULL STOP
-        "\u06d4",  # ARABIC FULL STOP
+        "\u06d4"  # ARABIC FULL STOP
+        # from Unicode's confusables.txt (security data), mapped to FULL STOP:
+        "\u0660"  # ARABIC-INDIC DIGIT ZERO
+        "\u06f0"  # EXTENDED ARABIC-INDIC DIGIT ZERO
+        "\ua4f8"  # LISU LETTER TONE MYA TI
+        "\U00010a50"  # KHAROSHTHI PUNCTUATION DOT
+        "\U0001d16d",  # MUSICAL SYMBOL COMBINING AUGMENTATION DOT
         ".",
     )
 )
@@ -206,8 +326,10 @@ _DOT_LOOKALIKES = str.maketrans(
 
 def _dot_skeleton(segment: str) -> str:
     """What a segment looks like once combining marks are dropped and dot look-alikes read as
-    '.': ``'\u0307..'`` and ``'\u3002\u3002'`` both look like ``'..'``."""
-    if len(segment) > 8:
+    '.': ``'\u0307..'`` and ``'\u3002\u3002'`` both look like ``'..'``; so does ``'.'``
+    followed by a thousand combining marks and ``'.'``. Any length: there is no shortcut (a
+    path is at most 1,000 characters, so this costs microseconds, and results are cached)."""
+    if segment.isascii():
         return segment
     decomposed = unicodedata.normalize("NFKD", segment)
     kept = "".join(c for c in decomposed if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
@@ -220,15 +342,21 @@ def _check_segments(raw: str, text: str) -> None:
             raise _fail(raw, text, f"must stay under {ROOT}: remove '..' segments")
         if segment == ".":
             raise _fail(raw, text, "contains a '.' segment: remove it ('/memories/./a' is '/memories/a')")
-        if unicodedata.normalize("NFKC", segment) in (".", "..") or _dot_skeleton(segment) in (
-            ".",
-            "..",
-        ):
+        skeleton = _dot_skeleton(segment)
+        if unicodedata.normalize("NFKC", segment) in (".", "..") or skeleton in (".", ".."):
             raise _fail(
                 raw,
                 text,
                 f"has a segment {quote_value(segment)} that looks like '.' or '..': "
                 "use an ordinary file or directory name",
+            )
+        if skeleton == "":
+            raise _fail(
+                raw,
+                text,
+                f"has a segment '{''.join(_escape_char(c) for c in segment[:_MAX_SHOWN_CHARS])}' "
+                "made only of combining marks, with no "
+                "visible character of its own: use an ordinary file or directory name",
             )
         if segment[0].isspace() or segment[-1].isspace():
             raise _fail(

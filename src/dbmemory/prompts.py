@@ -43,9 +43,13 @@ def augment_system_prompt(system_prompt: str | None, conn: Connection, agent_cod
 
     Raises:
         InvalidScopeError: invalid agent code.
+        InvalidArgumentError: ``system_prompt`` not text or None; ``conn`` not a Connection.
     """
+    from dbmemory import validate as _v
     from dbmemory.stores import get_agent_config
 
+    _v.check_text(system_prompt, "system_prompt", optional=True)
+    _v.arguments(conn=conn)
     base = system_prompt or ""
     try:
         config = get_agent_config(conn, agent_code)

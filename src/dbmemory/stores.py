@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
+from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.errors import InvalidScopeError, NotFoundError
 from dbmemory.files import _audit, _event, find_store_id
@@ -96,11 +97,14 @@ def enable_for_agent(
     Raises:
         InvalidScopeError: unknown scope, a missing ``store_code``/``context_key``, or an
             invalid component. Nothing is written.
-        InvalidArgumentError: a cap that is not a positive integer.
+        InvalidArgumentError: a cap that is not a positive integer, or beyond its column
+            (``max_file_chars``/``max_files`` at most 2,147,483,647, ``max_store_chars`` at
+            most 2**63-1); ``conn`` not a Connection.
     """
+    _v.arguments(conn=conn)
     validate_component(agent_code, "agent code")
     if scope not in SCOPES:
-        raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+        raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}: pick one of them")
     if store_code is not None:
         validate_component(store_code, "store code")
     if context_key is not None:
@@ -162,6 +166,7 @@ def get_agent_config(conn: Connection, agent_code: str) -> AgentConfig:
         InvalidScopeError: invalid agent code.
         NotFoundError: memory was never enabled for the agent.
     """
+    _v.arguments(conn=conn)
     validate_component(agent_code, "agent code")
     row = _run(conn, st.select_agent(agent_code), "reading an agent").first()
     if row is None:
@@ -174,11 +179,14 @@ def get_agent_config(conn: Connection, agent_code: str) -> AgentConfig:
 
 def list_agents(conn: Connection) -> list[AgentConfig]:
     """Every agent configuration, sorted by agent code."""
+    _v.arguments(conn=conn)
     return [_config(r) for r in _run(conn, st.select_agents(), "listing agents")]
 
 
 def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin") -> int:
     """Delete stores with all their files (one audit event per store). Returns the count."""
+    _v.arguments(conn=conn, actor=actor)
+    store_ids = _v.check_each(store_ids, "store_ids", _v.check_id)
     if not store_ids:
         return 0
     with write_unit(conn, "dropping stores"):
@@ -230,7 +238,9 @@ def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = F
 
     Raises:
         NotFoundError: the agent has no configuration.
+        InvalidArgumentError: ``drop_store`` is not a bool; ``conn`` not a Connection.
     """
+    _v.arguments(conn=conn, drop_store=drop_store)
     get_agent_config(conn, agent_code)
     with write_unit(conn, "saving an agent"):
         _run(
@@ -316,8 +326,13 @@ def check_run_ready(
         NotFoundError: memory was never enabled for the agent.
         InvalidScopeError: memory is disabled; or a context-scoped agent's key is missing from
             ``run_context`` or its value breaks the component rule; or a user/session-scoped
-            agent got no user/session id. Raised before anything is created.
+            agent got no user/session id; ``run_context`` is not a mapping (or has a key that
+            is not a string); ``user_id``/``session_id`` not a string. Raised before anything
+            is created.
     """
+    _v.arguments(conn=conn, run_context=run_context)
+    _v.check_key_text(user_id, "user_id")
+    _v.check_key_text(session_id, "session_id")
     config = get_agent_config(conn, agent_code)
     if not config.memory_enabled:
         raise InvalidScopeError(
@@ -374,6 +389,7 @@ def resolve_store_id(
         InvalidScopeError: a needed component is missing or invalid.
         NotFoundError: the store was never written.
     """
+    _v.arguments(conn=conn)
     key = build_store_key(
         scope,
         agent_code=agent_code,
@@ -391,6 +407,7 @@ def resolve_store_id(
 
 def end_session(conn: Connection, session_id: str) -> int:
     """Drop the session's store with its files. Returns 1 if it existed, else 0."""
+    _v.arguments(conn=conn)
     key = build_store_key("session", session_id=session_id)
     store_id = find_store_id(conn, key)
     return drop_stores(conn, [store_id], actor="end_session") if store_id is not None else 0
@@ -423,6 +440,7 @@ def current_store_code() -> str | None:
 
 def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
     """The :class:`StoreRef` of shared store ``store_code`` (no database access)."""
+    _v.check_caps(caps, optional=True)
     return StoreRef(
         store_key=build_store_key("shared", store_code=store_code),
         scope="shared",

@@ -168,8 +168,13 @@ def memory_tools(
         list of tool dicts, ready for ``litellm.completion(tools=...)``.
 
     Raises:
-        InvalidArgumentError: a caller tool is also named ``"memory"``.
+        InvalidArgumentError: a caller tool is also named ``"memory"``; ``extra_tools`` is not
+            an iterable of mappings; ``native_anthropic`` is not a bool.
     """
+    from dbmemory import validate as _v
+
+    _v.check_bool(native_anthropic, "native_anthropic")
+    extra_tools = _v.check_tool_list(extra_tools, "extra_tools")
     tools = [memory_tool_spec(native_anthropic=native_anthropic)]
     for tool in extra_tools:
         if _tool_name(tool) == MEMORY_TOOL_NAME:
@@ -392,7 +397,15 @@ def handle_tool_calls(
     Returns:
         list of ``{"role": "tool", "tool_call_id", "name", "content"}`` dicts, one per call in
         order, to append after :func:`assistant_message`.
+
+    Raises:
+        InvalidArgumentError: ``tool_calls`` is not a list or tuple; ``memory_tool`` has no
+            ``execute``; ``tool_handler`` is not callable; ``max_result_chars`` is not a whole
+            number (the caller's mistakes, before any call runs).
     """
+    from dbmemory import validate as _v
+
+    _v.check_tool_calls_arguments(tool_calls, memory_tool, tool_handler, max_result_chars)
     records = execute_tool_calls(
         tool_calls, memory_tool, tool_handler=tool_handler, max_result_chars=max_result_chars
     )

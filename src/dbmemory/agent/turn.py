@@ -84,6 +84,19 @@ LOAD_FAILED_NOTE = (
 """Put in the system prompt instead of the profile when loading it failed."""
 
 
+def _check_config_fields(config: TurnConfig) -> None:
+    """The rules of TurnConfig's other fields (:mod:`dbmemory.validate`)."""
+    from dbmemory import validate as _v
+
+    _v.check_int(config.max_tool_result_chars, "max_tool_result_chars", minimum=1, maximum=_v.INT64_MAX)
+    _v.check_bool(config.user_memory_enabled, "user_memory_enabled")
+    _v.check_bool(config.native_anthropic_memory_tool, "native_anthropic_memory_tool")
+    if config.timeout_s is not None:
+        _v.check_days(config.timeout_s, "timeout_s")  # a finite number > 0
+    _v.check_mapping(config.model_kwargs, "model_kwargs", optional=False, scope=False)
+    _v.check_now(config.now)
+
+
 @dataclass(frozen=True)
 class TurnConfig:
     """Settings of one turn.
@@ -120,11 +133,16 @@ class TurnConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
-            raise InvalidArgumentError(f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}")
+            raise InvalidArgumentError(
+                f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}: "
+                f"pass e.g. max_tool_calls={DEFAULT_MAX_TOOL_CALLS}"
+            )
         if self.post_process not in ("background", "inline", "deferred", "off"):
             raise InvalidArgumentError(
-                f"post_process must be 'background', 'inline', 'deferred' or 'off', got {self.post_process!r}"
+                f"post_process must be 'background', 'inline', 'deferred' or 'off', got "
+                f"{self.post_process!r}: pick one of them"
             )
+        _check_config_fields(self)
 
 
 @dataclass(frozen=True)
@@ -505,6 +523,15 @@ def _consolidation(ctx: _Context, engine: Engine, answer: str, complete: Complet
     return job
 
 
+def _check_turn_arguments(**arguments: Any) -> None:
+    """Check every argument of :func:`run_turn`/:func:`arun_turn` before any SQL or model call
+    (:func:`dbmemory.validate.check_turn_arguments`)."""
+    from dbmemory.validate import check_turn_arguments
+
+    arguments.pop("step_logger", None)
+    check_turn_arguments(arguments.pop("engine_or_conn"), **arguments)
+
+
 def _on_failure(ctx: _Context) -> Callable[[BaseException], None]:
     return lambda exc: _emit(ctx, "memory_update_failed", exc)
 
@@ -558,6 +585,7 @@ def run_turn(
         InvalidArgumentError: no user message, no model, or a caller tool named ``memory``.
         Exception: what the model call raises (the turn's own transaction rolls back).
     """
+    _check_turn_arguments(**locals())
     ctx = _prepare(
         agent_code=agent_code,
         user_id=user_id,
@@ -618,6 +646,7 @@ async def arun_turn(
     not blocked; ``tool_handler`` may be a coroutine function. The post-processing is an asyncio
     task: ``await result.post_processing`` (or ignore it).
     """
+    _check_turn_arguments(**locals())
     ctx = _prepare(
         agent_code=agent_code,
         user_id=user_id,

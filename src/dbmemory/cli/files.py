@@ -454,7 +454,7 @@ def rm(
         found = require_store(conn, store, store_id)
         if recursive:
             deleted = files.delete_path(conn, found.store_id, path, actor=ACTOR)
-        elif files.delete_file(conn, found.store_id, path, actor=ACTOR):
+        elif _delete_one_file(conn, found, path):
             deleted = 1
         else:
             raise NotFoundError(
@@ -466,6 +466,23 @@ def rm(
     else:
         noun = "file" if deleted == 1 else "files"
         typer.echo(f"Deleted {deleted} {noun} at {path} from {found.store_key}")
+
+
+def _delete_one_file(conn: Any, found: Any, path: str) -> bool:
+    """:func:`dbmemory.files.delete_file`; a directory is an error of exit code 1 naming ``-r``."""
+    from dbmemory import files
+    from dbmemory.errors import DbMemoryError, InvalidPathError
+
+    try:
+        return files.delete_file(conn, found.store_id, path, actor=ACTOR)
+    except InvalidPathError as exc:
+        if exc.code != "is_directory":
+            raise
+        raise DbMemoryError(
+            f"{path} is a directory in store {found.store_key}: use -r to delete it with "
+            "everything under it",
+            code="is_directory",
+        ) from None
 
 
 @files_app.command("clear")

@@ -99,6 +99,19 @@ def alembic_config(**attributes: Any) -> Any:
     return config
 
 
+def _check_bind(bind: object) -> None:
+    """Refuse a ``bind`` that is not a URL (text or URL), an Engine or a Connection: ``None``
+    would otherwise open the default database (``DBMEMORY_URL`` or the user's SQLite file)."""
+    if not isinstance(bind, (str, URL, Engine, Connection)):
+        from dbmemory.errors import InvalidArgumentError
+        from dbmemory.validate import show
+
+        raise InvalidArgumentError(
+            f"bind must be a database URL, an Engine or a Connection, got {show(bind)}: pass "
+            "e.g. 'sqlite:///memory.db' or dbmemory.create_engine(url)"
+        )
+
+
 @contextmanager
 def _connection(bind: Bind) -> Iterator[Connection]:
     """Yield a Connection inside a transaction, committing only a transaction opened here.
@@ -107,6 +120,7 @@ def _connection(bind: Bind) -> Iterator[Connection]:
         InvalidArgumentError: ``bind`` is a Connection inside a transaction on a database whose
             DDL commits it (Oracle).
     """
+    _check_bind(bind)
     if isinstance(bind, Connection):
         if bind.in_transaction():
             if _dialect.ddl_commits_transaction(bind.dialect):
@@ -213,6 +227,8 @@ def current(bind: Bind) -> str | None:
         (no version table, or an empty one).
     """
     from alembic.runtime.migration import MigrationContext
+
+    _check_bind(bind)
 
     def read(conn: Connection) -> str | None:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dbmemory.errors import DbMemoryError
+from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.profile import tokens
 from dbmemory.profile.budget import hard_truncate
 from dbmemory.profile.cache import Derived, load_cache
@@ -102,8 +102,19 @@ def load_user_memory(
     Raises:
         InvalidScopeError: invalid user id.
         StorageError: the database failed (the step is marked failed first).
+        InvalidArgumentError: ``conn`` not a Connection; ``config`` not a UserMemoryConfig;
+            ``model`` not text or None.
     """
+    from dbmemory import validate as _v
     from dbmemory.profile.metrics import default_metrics
+
+    _v.arguments(conn=conn)
+    _v.check_key_text(user_id, "user_id", optional=False)
+    if not isinstance(config, UserMemoryConfig):
+        raise InvalidArgumentError(
+            f"config must be a UserMemoryConfig, got {_v.show(config)}: pass UserMemoryConfig()"
+        )
+    _v.check_text(model, "model", optional=True)
 
     metrics = metrics or default_metrics()
     started = time.perf_counter()

@@ -80,7 +80,11 @@ def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         InvalidScopeError: invalid user id.
         StorageError: the database failed (also when the table disappears after it was read:
             run ``dbmemory db upgrade``).
+        InvalidArgumentError: ``conn`` not a Connection.
     """
+    from dbmemory import validate as _v
+
+    _v.arguments(conn=conn)
     user_key = encode_user_id(user_id)
     if settings_table_seen(conn):
         try:
@@ -149,7 +153,16 @@ def set_user_memory_enabled(
         InvalidScopeError: invalid user id.
         StorageError: the database failed (for instance the settings table is missing: run
             ``dbmemory db upgrade``).
+        InvalidArgumentError: ``conn`` not a Connection; ``enabled`` not a bool;
+            ``root_folders`` not an iterable of strings (a bare string is refused); ``actor`` not text.
     """
+    from dbmemory import validate as _v
+
+    _v.arguments(conn=conn, actor=actor)
+    _v.check_bool(enabled, "enabled")
+    if not isinstance(root_folders, (str, bytes)) and hasattr(root_folders, "__iter__"):
+        root_folders = list(root_folders)
+    root_folders = _v.check_each(root_folders, "root_folders", _v.check_text)
     user_key = encode_user_id(user_id)
     now = utcnow()
     try:

@@ -213,7 +213,12 @@ def read_profile(
     Raises:
         InvalidScopeError: invalid user id or root folder.
         StorageError: the database failed.
+        InvalidArgumentError: ``conn`` not a Connection; ``unless_opted_out`` not a bool.
     """
+    from dbmemory import validate as _v
+
+    _v.arguments(conn=conn)
+    _v.check_bool(unless_opted_out, "unless_opted_out")
     user_key = encode_user_id(user_id)
     params = {
         "p_store_key": build_store_key(
@@ -263,8 +268,14 @@ def write_profile(
         ConflictError: the profile is not at ``expected_version`` (changed meanwhile).
         InvalidScopeError: invalid user id or root folder.
         CapExceededError: the text exceeds the file cap (100,000 characters).
+        InvalidArgumentError: ``conn``, ``text``, ``expected_version`` or ``actor`` of the
+            wrong type or range.
     """
     from dbmemory import files
+    from dbmemory import validate as _v
+
+    _v.arguments(conn=conn, actor=actor)
+    _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
     from dbmemory.model import StoreRef
 
     ref = StoreRef(
@@ -286,9 +297,15 @@ def delete_profile(
     """Delete ``user_id``'s profile file (audited). Returns whether it existed.
 
     Runs in the caller's transaction; commits nothing.
+
+    Raises:
+        InvalidScopeError: invalid user id or root folder.
+        InvalidArgumentError: ``conn`` not a Connection; ``actor`` not text.
     """
     from dbmemory import files
+    from dbmemory import validate as _v
 
+    _v.arguments(conn=conn, actor=actor)
     store_id = files.find_store_id(conn, profile_store_key(user_id, root_folder))
     if store_id is None:
         return False

@@ -16,7 +16,7 @@ Tolerated, because real providers send them:
   (:attr:`View.view_range_raw`) because it only matters for a file; :class:`MemoryTool` calls
   :func:`coerce_view_range` once it knows the path is a file;
 * ``command`` in any case with surrounding spaces; ``insert_line`` as ``"3"`` or ``3.0``
-  (never a boolean); ``insert`` with ``new_str`` instead of ``insert_text`` (the text editor
+  (never a boolean; in text only ASCII digits count, never ``"٣"`` or ``"３"``); ``insert`` with ``new_str`` instead of ``insert_text`` (the text editor
   tool's name); ``rename`` with ``path`` instead of ``old_path``.
 
 Paths are normalised here (:func:`dbmemory.paths.normalize_path`), so every path in a command is
@@ -67,7 +67,9 @@ parameter); longer text is refused without parsing."""
 WRAPPER_KEYS: tuple[str, ...] = ("input", "arguments", "args", "parameters", "params", "tool_input")
 """Keys under which some clients nest the real arguments one level deep."""
 
-_INTEGER = re.compile(r"\s*[+-]?\d{1,18}\s*")
+_INTEGER = re.compile(r"[ \t\r\n]*[+-]?[0-9]{1,18}[ \t\r\n]*")
+"""A number in a text argument: ASCII digits only (``\\d`` would also take ``"٣"``, ``"３"`` and
+every other script's decimal digits, which ``int()`` reads), with ASCII blanks around."""
 _MAX_VIEW_RANGE_TEXT = 100
 
 _TEXT = "a string"

@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from sqlalchemy.engine import Connection
 
 from dbmemory import files
+from dbmemory import validate as _v
 from dbmemory.errors import (
     AlreadyExistsError,
     CapExceededError,
     ConflictError,
     DbMemoryError,
+    InvalidArgumentError,
     InvalidPathError,
     InvalidScopeError,
     NotFoundError,
@@ -76,7 +78,10 @@ class MemoryTool:
     Raises:
         NotFoundError: the agent has no memory configuration.
         InvalidScopeError: memory disabled; a missing or invalid context key, user id or session
-            id; no agent and no :func:`use_store` block.
+            id; no agent and no :func:`use_store` block; a ``run_context`` that is not a
+            mapping; a ``user_id``/``session_id``/``agent_code`` that is not a string.
+        InvalidArgumentError: ``conn`` is not a Connection; ``store`` is not a StoreRef;
+            ``actor`` is not text.
     """
 
     name = "memory"
@@ -92,6 +97,18 @@ class MemoryTool:
         store: StoreRef | None = None,
         actor: str | None = None,
     ) -> None:
+        _v.arguments(conn=conn, run_context=run_context)
+        _v.check_key_text(agent_code, "agent_code")
+        _v.check_key_text(user_id, "user_id")
+        _v.check_key_text(session_id, "session_id")
+        _v.check_text(actor, "actor", optional=True)
+        if store is not None and not isinstance(store, StoreRef):
+            raise InvalidArgumentError(
+                f"store must be a StoreRef or None, got {_v.show(store)}: pass "
+                "dbmemory.resolve_store(...) or use MemoryTool.for_store"
+            )
+        if store is not None:
+            _v.check_store(store)
         if store is None:
             if agent_code is not None:
                 store = check_run_ready(
@@ -122,7 +139,9 @@ class MemoryTool:
 
         Raises:
             InvalidScopeError: invalid store code.
+            InvalidArgumentError: ``caps`` not a Caps or None; ``conn`` not a Connection.
         """
+        _v.arguments(conn=conn)
         return cls(conn, store=shared_store(store_code, caps), actor=actor)
 
     @property
