@@ -181,7 +181,16 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
 
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
-    """The row id of the store named ``store_key``, or ``None`` if it was never written."""
+    """The row id of the store named ``store_key``, or ``None`` if it was never written.
+
+    Raises:
+        InvalidScopeError: ``store_key`` is not a valid key, checked exactly before any SQL
+            (:func:`dbmemory.keys.parse_store_key`; MariaDB's PAD SPACE would otherwise find
+            ``'user:A:u1'`` for ``'user:A:u1 '``).
+    """
+    from dbmemory.keys import parse_store_key
+
+    parse_store_key(store_key)
     try:
         return conn.execute(st.SELECT_STORE_ID, {"p_key": store_key}).scalar_one_or_none()
     except sa.exc.SQLAlchemyError as exc:
