@@ -249,7 +249,11 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
                 )
         except sa.exc.IntegrityError:
             pass  # created concurrently: lock theirs
-        store_id = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).scalar_one()
+        store_id = conn.execute(
+            st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}
+        ).scalar_one_or_none()
+        if store_id is None:  # dropped (drop_stores) by another transaction while this one waited
+            raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
         return store_id, store.store_key
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:

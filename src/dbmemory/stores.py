@@ -487,9 +487,10 @@ def use_store(store_code: str) -> Iterator[StoreRef]:
         The :class:`StoreRef` of the shared store (default caps).
 
     Raises:
-        InvalidScopeError: invalid store code.
+        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
     """
     validate_component(store_code, "store code")
+    _refuse_reserved_names(None, "shared", store_code)
     token = _current_store.set(store_code)
     try:
         yield shared_store(store_code)
@@ -503,7 +504,12 @@ def current_store_code() -> str | None:
 
 
 def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
-    """The :class:`StoreRef` of shared store ``store_code`` (no database access)."""
+    """The :class:`StoreRef` of shared store ``store_code`` (no database access).
+
+    Raises:
+        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
+    """
+    _refuse_reserved_names(None, "shared", store_code)
     return StoreRef(
         store_key=build_store_key("shared", store_code=store_code),
         scope="shared",
