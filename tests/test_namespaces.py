@@ -477,15 +477,20 @@ def test_statement_builders_refuse_an_in_list_over_1000() -> None:
 def test_drop_locks_store_rows_first_so_a_writer_in_the_middle_never_deadlocks(
     engine: Engine,
 ) -> None:
-    """A writer holds the store row and file b; the drop starts and waits; the writer then
-    edits file a. With files deleted before the store rows are locked, the drop would hold a
-    and wait for b while the writer waits for a: a deadlock. Store rows first: none."""
+    """A writer holds the store row and file ``last`` (the last one in both index and heap
+    order); the drop starts and waits; the writer then edits the other files. Were files deleted
+    before the store rows are locked, the drop would hold the others and wait for ``last``
+    while the writer waits for them: a deadlock. Store rows first: none."""
     if not has_second_connection(engine):
         pytest.skip("in-memory SQLite has one connection: no concurrency")
+    from dbmemory.paths import path_hash
+
+    names = sorted((f"/memories/f{i}.md" for i in range(8)), key=path_hash)
+    last = names[-1]
     with engine.begin() as c:
         enable_for_agent(c, "A")
-        create(MemoryTool(c, "A"), "/memories/a.md", "a")
-        create(MemoryTool(c, "A"), "/memories/b.md", "b")
+        for name in names:  # created in index order: ``last`` is last in the heap too
+            create(MemoryTool(c, "A"), name, "x")
         store_id = find_store_id(c, "agent:A")
     outcome: dict[str, Any] = {}
 
@@ -496,17 +501,18 @@ def test_drop_locks_store_rows_first_so_a_writer_in_the_middle_never_deadlocks(
         except Exception as exc:  # recorded and asserted below
             outcome["drop_error"] = exc
 
+    def edit(tool: MemoryTool, path: str) -> str:
+        return tool.execute({"command": "str_replace", "old_str": "x", "new_str": "y", "path": path})
+
     with engine.connect() as writer:
         writer.begin()
         tool = MemoryTool(writer, "A")
-        edit = {"command": "str_replace", "old_str": "b", "new_str": "B", "path": "/memories/b.md"}
-        assert tool.execute(edit).startswith("The memory file /memories/"), tool.execute(edit)
+        assert edit(tool, last).startswith("The memory file /memories/")
         thread = threading.Thread(target=dropper, daemon=True)
         thread.start()
-        time.sleep(1.0)  # the drop is now waiting on the store row (or, before the fix, on b)
-        edit = {"command": "str_replace", "old_str": "a", "new_str": "A", "path": "/memories/a.md"}
-        answer = tool.execute(edit)
-        assert answer.startswith("The memory file /memories/"), answer
+        time.sleep(1.0)  # the drop waits on the store row (before the fix: on file ``last``)
+        answers = [edit(tool, name) for name in names[:-1]]
+        assert all(a.startswith("The memory file /memories/") for a in answers), answers
         writer.commit()
     thread.join(timeout=30)
     assert not thread.is_alive(), "the drop never finished"
