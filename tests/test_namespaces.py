@@ -30,7 +30,6 @@ from dbmemory import (
     InvalidArgumentError,
     InvalidScopeError,
     disable_for_agent,
-
     enable_for_agent,
     get_agent_config,
     resolve_store_id,
@@ -40,7 +39,6 @@ from dbmemory import statements as st
 from dbmemory.cli import app
 from dbmemory.db.schema import files, stores
 from dbmemory.files import find_store_id
-from dbmemory.stores import drop_stores
 from dbmemory.keys import (
     RESERVED_KINDS,
     SCOPES,
@@ -49,6 +47,7 @@ from dbmemory.keys import (
     reserved_store_key,
 )
 from dbmemory.model import StoreRef
+from dbmemory.stores import drop_stores
 from dbmemory.tool import MemoryTool
 
 PROFILE_TEXT = "# User Memory\n\nsecret profile of u1\n"

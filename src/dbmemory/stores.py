@@ -110,7 +110,8 @@ def enable_for_agent(
         agent_code: the agent's code (store-key component rule: 1-200 of ``[A-Za-z0-9_.-]``).
         scope: ``agent`` (default), ``user``, ``session``, ``shared``, ``global`` or ``context``.
         store_code: required for ``shared``; for ``context`` it names the namespace instead of
-            the agent code (several agents then share context stores).
+            the agent code (keys ``context:store:<CODE>:<KEY>:<VALUE>``, shared by every agent
+            with that store code, never equal to an agent's ``context:<AGENT>:...`` keys).
         context_key: required for ``context``: the run-context key whose value names the store.
         max_file_chars / max_files / max_store_chars: caps (characters, files, characters);
             ``None`` keeps the current value, or the default for a new agent (100,000 / 1,000 /
