@@ -466,7 +466,8 @@ def test_drop_stores_refuses_what_is_not_a_list_of_ids(conn: Connection) -> None
 
 
 def test_statement_builders_refuse_an_in_list_over_1000() -> None:
-    for builder in (st.lock_stores_by_id, st.select_store_totals, st.delete_stores_by_id):
+    for builder in (st.lock_stores_by_id, st.select_store_keys, st.select_store_totals,
+                    st.delete_stores_by_id):
         builder(range(1, 1_001))
         with pytest.raises(ValueError):
             builder(range(1, 1_002))

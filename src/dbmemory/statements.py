@@ -72,6 +72,8 @@ __all__ = [
     "id_chunks",
     "select_stores_of_agent",
     "lock_stores_by_id",
+    "select_store_keys",
+    "lock_stores_by_key",
     "select_store_totals",
     "delete_stores_by_id",
     "example_statements",
@@ -458,6 +460,30 @@ def lock_stores_by_id(store_ids: Sequence[int]) -> sa.Select[Any]:
     )
 
 
+def select_store_keys(store_ids: Sequence[int]) -> sa.Select[Any]:
+    """``store_id`` and ``store_key`` of at most 1,000 ids (no lock)."""
+    return sa.select(stores.c.store_id, stores.c.store_key).where(
+        stores.c.store_id.in_(_id_list(store_ids))
+    )
+
+
+def lock_stores_by_key(store_keys: Sequence[str]) -> sa.Select[Any]:
+    """Lock the store rows of at most 1,000 keys, in ascending key order, through the unique
+    key index (``SELECT store_id, store_key ... WHERE store_key IN (...) ORDER BY store_key
+    FOR UPDATE``). On MySQL/MariaDB this locks the key-index entry, then the row: the order of
+    a first writer's ``INSERT ... ON DUPLICATE KEY UPDATE``, so a drop never holds the row while
+    waiting for the key entry that writer holds (a deadlock)."""
+    keys = list(store_keys)
+    if not 0 < len(keys) <= MAX_IN_LIST:
+        raise ValueError(f"{len(keys)} keys in one IN list: pass 1 to {MAX_IN_LIST}")
+    return (
+        sa.select(stores.c.store_id, stores.c.store_key)
+        .where(stores.c.store_key.in_(keys))
+        .order_by(stores.c.store_key)
+        .with_for_update()
+    )
+
+
 def select_store_totals(store_ids: Sequence[int]) -> sa.Select[Any]:
     """Per store of at most 1,000 ids: number of files and characters (for audit events of a
     drop)."""
@@ -607,6 +633,8 @@ def example_statements() -> dict[str, Executable]:
         "select_stores_of_agent": select_stores_of_agent("A"),
         "lock_stores_by_id": lock_stores_by_id([1, 2]),
         "lock_stores_by_id_1000": lock_stores_by_id(range(1, MAX_IN_LIST + 1)),
+        "select_store_keys": select_store_keys([1, 2]),
+        "lock_stores_by_key": lock_stores_by_key(["agent:A", "user:A:u1"]),
         "select_store_totals": select_store_totals([1, 2]),
         "delete_store_files": drop_files,
         "delete_stores": drop_stores,

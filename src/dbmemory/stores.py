@@ -226,8 +226,9 @@ def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin")
     """Delete stores with all their files (one audit event per store), in a savepoint.
 
     Lock order (the writers' order, so it cannot deadlock with a writer on any backend): the
-    store rows first, in ascending id order (``SELECT ... FOR UPDATE`` by chunks), then the files
-    and the store rows are deleted. A writer holding a store row makes the drop wait; a writer
+    store rows first, in ascending key order, through the key index (``SELECT ... WHERE
+    store_key IN (...) FOR UPDATE`` by chunks: on MySQL/MariaDB the key entry, then the row, as
+    a first writer's upsert takes them), then the files and the store rows are deleted. A writer holding a store row makes the drop wait; a writer
     that comes later waits for the drop and then finds the store gone (a tool call then creates
     it afresh; a call by store id gets not-found). Every ``IN`` list holds at most 1,000 ids
     (Oracle's ORA-01795), whatever the number of stores.
@@ -246,12 +247,22 @@ def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin")
     ids = _store_ids(store_ids)
     if not ids:
         return 0
-    chunks = st.id_chunks(ids)
+    wanted = set(ids)
     with conn.begin_nested():
+        named = {}
+        for chunk in st.id_chunks(ids):
+            for row in _run(conn, st.select_store_keys(chunk), "dropping stores"):
+                named[row.store_key] = row.store_id
         keys: dict[int, str] = {}
-        for chunk in chunks:  # ascending ids across and within chunks
-            for row in _run(conn, st.lock_stores_by_id(chunk), "dropping stores"):
-                keys[row.store_id] = row.store_key
+        for key_chunk in st.id_chunks(sorted(named)):  # type: ignore[arg-type]
+            # ascending keys across and within chunks; a key now naming another (re-created)
+            # store is locked but not dropped
+            for row in _run(conn, st.lock_stores_by_key(key_chunk), "dropping stores"):
+                if row.store_id in wanted:
+                    keys[row.store_id] = row.store_key
+        if not keys:
+            return 0
+        chunks = st.id_chunks(sorted(keys))
         totals: dict[int, tuple[int, int]] = {}
         for chunk in chunks:
             for r in _run(conn, st.select_store_totals(chunk), "dropping stores"):
