@@ -469,8 +469,7 @@ BAD_ENGINE = ["sqlite://", None, 7, CONN]
 BAD_ID = [None, True, False, "1", 1.0, 0, -1, 2**63, 2**70, -(2**70), [1]]
 BAD_OPTIONAL_ID = [True, "1", 1.5, 0, 2**63, 2**70, [1]]
 BAD_STORE = [None, True, "agent:BADARGS", 1.0, 0, 2**63, 2**70, [1],
-             _ref(store_id=2**70), _ref(store_id=True), _ref(caps=None), _ref(caps={}),
-             _ref(store_key=7)]
+             _ref(store_id=2**70), _ref(store_id=True), _ref(caps={})]
 BAD_PATH = [None, 7, b"/memories/a.md", ["/memories/a.md"], "/memories/a\ufe0f.md", "/memories/\u3164",
             "/memories/" + "\u0307" * 20 + ".."]
 BAD_TEXT = [None, 7, b"text", ["text"], "a\x00b", "a\ud800b"]
@@ -696,7 +695,7 @@ APIS: list[Api] = [
     ]),
     Api("MemoryTool(store=...)", dbmemory.MemoryTool, [
         Param("conn", CONN, BAD_CONN, positional=True),
-        Param("store", REF, [7, "shared:x", SID, _ref(store_id=2**70), _ref(caps=None)]),
+        Param("store", REF, [7, "shared:x", SID, _ref(store_id=2**70), _ref(caps={})]),
     ]),
     Api("MemoryTool.for_store", dbmemory.MemoryTool.for_store, [
         Param("conn", CONN, BAD_CONN, positional=True),
@@ -1001,3 +1000,18 @@ def test_expiry_takes_an_aware_or_a_naive_now_alike(api_env: tuple[Engine, int])
         assert counted == [2, 2, 2]
         assert dbmemory.count_expirable_files(c, days=30) == 0
         c.rollback()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"store_key": 7, "scope": "agent"},
+        {"store_key": "agent:A ", "scope": "agent"},
+        {"store_key": "agent:A", "scope": "user"},
+        {"store_key": "reserved:profile:user-memory:u1", "scope": "agent"},
+        {"store_key": "nonsense", "scope": "agent"},
+    ],
+)
+def test_a_hand_made_store_ref_is_validated_like_any_key(values: dict[str, Any]) -> None:
+    with pytest.raises(InvalidScopeError):
+        StoreRef(**values)

@@ -72,7 +72,7 @@ def test_edit_show_and_delete_round_trip(url: str) -> None:
     profile = parse_profile(shown)
     assert profile.user_id == "ann@example.com" and profile.sections["Identity"] == "- Name: Dana"
     data = json.loads(ok(run(url, "profile", "show", "ann@example.com", "--json")).stdout)
-    assert data["store_key"] == "context:user-memory:user_id:ann_40example.com"
+    assert data["store_key"] == "reserved:profile:user-memory:ann_40example.com"
     assert data["version"] == 1 and data["tokens"] > 0
     ok(run(url, "profile", "edit", "ann@example.com", input=FULL.replace("SQL", "SQL, PL/SQL")))
     assert "PL/SQL" in ok(run(url, "profile", "show", "ann@example.com")).stdout

@@ -82,7 +82,7 @@ def test_memory_is_enabled_only_when_all_four_conditions_hold(
 def test_user_ids_are_encoded_to_the_store_key_alphabet(user_id: str, encoded: str) -> None:
     assert encode_user_id(user_id) == encoded
     assert decode_user_id(encoded) == user_id
-    assert profile_store_key(user_id) == f"context:user-memory:user_id:{encoded}"
+    assert profile_store_key(user_id) == f"reserved:profile:user-memory:{encoded}"
 
 
 @given(st.text(min_size=1, max_size=40))

@@ -166,23 +166,27 @@ def _write_everywhere(conn: Connection) -> None:
 
 ALL_KEYS = {
     "agent:A", "user:A:u1", "user:A:u2", "session:S1", "context:A:doc:7",
-    "context:DOCS:doc:7", "shared:TEAM", "global", "agent:B",
+    "context:store:DOCS:doc:7", "shared:TEAM", "global", "agent:B",
 }
 
 
 def test_disable_with_drop_store_drops_the_agent_own_stores_only(
     conn: Connection, engine: Engine
 ) -> None:
+    """Agent, user and agent-keyed context stores go; a session store (another agent may write
+    it: UC AI contract), shared, global and store-code context stores stay."""
     _write_everywhere(conn)
     assert store_keys(conn) == ALL_KEYS
     conn.commit()
-    assert disable_for_agent(conn, "A", drop_store=True) == 5
+    assert disable_for_agent(conn, "A", drop_store=True) == 4
     conn.commit()
     with committed_view(engine) as c2:
-        assert store_keys(c2) == {"context:DOCS:doc:7", "shared:TEAM", "global", "agent:B"}
+        assert store_keys(c2) == {
+            "session:S1", "context:store:DOCS:doc:7", "shared:TEAM", "global", "agent:B",
+        }
         assert store_files(c2) == {
-            "/memories/named.md": "n", "/memories/team.md": "t", "/memories/global.md": "g",
-            "/memories/b.md": "b",
+            "/memories/s.md": "s", "/memories/named.md": "n", "/memories/team.md": "t",
+            "/memories/global.md": "g", "/memories/b.md": "b",
         }
         assert get_agent_config(c2, "A").memory_enabled is False
 

@@ -182,8 +182,8 @@ MUTATORS: dict[str, Mutator] = {
         [("agent_enable", None)],
     ),
     "disable_for_agent drop_store": Mutator(
-        lambda conn, ctx: disable_for_agent(conn, "SES", drop_store=True),
-        lambda b: {"stores": {QA: b["stores"][QA]}, "agents": {**b["agents"], "SES": ("session", False)}},
+        lambda conn, ctx: disable_for_agent(conn, "QA", drop_store=True),
+        lambda b: {"stores": {SESSION: b["stores"][SESSION]}, "agents": {**b["agents"], "QA": ("agent", False)}},
         [("agent_disable", None), ("store_drop", None)],
     ),
     "disable_for_agent": Mutator(

@@ -146,7 +146,11 @@ WHERE configured.store_code = dbm_stores.store_code AND configured.scope_name = 
 FROM dbm_agents AS configured
 WHERE configured.store_code = dbm_stores.store_code AND configured.scope_name = dbm_stores.scope_name AND configured.memory_enabled = true AND configured.max_store_chars IS NOT NULL));
 
-UPDATE dbm_stores SET store_key=(concat('reserved:profile:user-memory:', substr(dbm_stores.store_key, 29))), scope_name='reserved', agent_code=NULL WHERE substr(dbm_stores.store_key, 1, 28) = 'context:user-memory:user_id:';
+UPDATE dbm_stores SET store_key=(concat('reserved:profile:user-memory:', substr(dbm_stores.store_key, 29))), scope_name='reserved', agent_code=NULL, store_code='user-memory' WHERE substr(dbm_stores.store_key, 1, 28) = 'context:user-memory:user_id:';
+
+UPDATE dbm_stores SET store_key=(concat('reserved:profile:', dbm_stores.store_code, ':', substr(dbm_stores.store_key, length(dbm_stores.store_code) + 18))), scope_name='reserved' WHERE dbm_stores.scope_name = 'context' AND dbm_stores.agent_code IS NULL AND dbm_stores.store_code IS NOT NULL AND substr(dbm_stores.store_key, 1, length(dbm_stores.store_code) + 17) = (concat('context:', dbm_stores.store_code, ':user_id:')) AND (EXISTS (SELECT *
+FROM dbm_files
+WHERE dbm_files.store_id = dbm_stores.store_id AND dbm_files.file_path = '/memories/memory.md' AND dbm_files.expiry_exempt = true));
 
 UPDATE dbm_stores SET store_key=(concat('context:store:', substr(dbm_stores.store_key, 9))) WHERE dbm_stores.scope_name = 'context' AND dbm_stores.store_code IS NOT NULL AND dbm_stores.agent_code IS NULL AND substr(dbm_stores.store_key, 1, length(dbm_stores.store_code) + 9) = (concat('context:', dbm_stores.store_code, ':'));
 

@@ -27,7 +27,7 @@ END;
 
 UPDATE dbm_stores SET store_key=('context:' || substr(dbm_stores.store_key, 15)) WHERE dbm_stores.scope_name = 'context' AND substr(dbm_stores.store_key, 1, 14) = 'context:store:';
 
-UPDATE dbm_stores SET store_key=('context:user-memory:user_id:' || substr(dbm_stores.store_key, 30)), scope_name='context' WHERE substr(dbm_stores.store_key, 1, 29) = 'reserved:profile:user-memory:';
+UPDATE dbm_stores SET store_key=('context:' || dbm_stores.store_code || ':user_id:' || substr(dbm_stores.store_key, length(dbm_stores.store_code) + 17 + 2)), scope_name='context' WHERE dbm_stores.scope_name = 'reserved' AND dbm_stores.store_code IS NOT NULL AND substr(dbm_stores.store_key, 1, 17) = 'reserved:profile:';
 
 DROP TABLE dbm_job_locks PURGE;
 

@@ -170,9 +170,17 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
 
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
-    """The row id of the store named ``store_key``, or ``None`` if it was never written."""
+    """The row id of the store named ``store_key``, or ``None`` if it was never written.
+
+    Raises:
+        InvalidScopeError: ``store_key`` is not a valid key, checked exactly before any SQL
+            (:func:`dbmemory.keys.parse_store_key`; MariaDB's PAD SPACE would otherwise find
+            ``'user:A:u1'`` for ``'user:A:u1 '``).
+    """
+    from dbmemory.keys import parse_store_key
+
     _v.arguments(conn=conn)
-    _v.check_text(store_key, "store_key", empty=False)
+    parse_store_key(store_key)
     try:
         return conn.execute(st.SELECT_STORE_ID, {"p_key": store_key}).scalar_one_or_none()
     except sa.exc.SQLAlchemyError as exc:
@@ -234,7 +242,11 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
                 )
         except sa.exc.IntegrityError:
             pass  # created concurrently: lock theirs
-        store_id = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).scalar_one()
+        store_id = conn.execute(
+            st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}
+        ).scalar_one_or_none()
+        if store_id is None:  # dropped (drop_stores) by another transaction while this one waited
+            raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
         return store_id, store.store_key
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from dbmemory.errors import InvalidArgumentError
+from dbmemory.errors import InvalidArgumentError, InvalidScopeError
+from dbmemory.keys import parse_store_key, validate_component
 
 __all__ = [
     "DEFAULT_MAX_FILE_CHARS",
@@ -74,11 +75,20 @@ class StoreRef:
 
     Attributes:
         store_key: the unique key (DESIGN.md section 4), e.g. ``"user:SUPPORT:u-7"``.
-        scope: ``agent``, ``user``, ``session``, ``shared``, ``global`` or ``context``.
+        scope: ``agent``, ``user``, ``session``, ``shared``, ``global`` or ``context``; or
+            ``reserved`` for the stores the package owns itself (the MEMORY tool refuses those).
         agent_code: the agent whose namespace holds the store, or that runs a session store.
-        store_code: the store code of a ``shared`` store or of a context store under one.
+        store_code: the store code of a ``shared`` store or of a context store under one (for
+            a ``reserved`` store: its namespace, e.g. the profile's root folder).
         caps: the caps writes must respect.
         store_id: the row id once the store exists (it is created on the first write).
+
+    Raises:
+        InvalidScopeError: ``store_key`` is not a valid key (checked exactly by
+            :func:`dbmemory.keys.parse_store_key`: a hand-built key with a trailing space, a
+            wrong part count or an invalid component is refused), ``scope`` is not the key's
+            scope, or ``agent_code``/``store_code`` is invalid or differs from the one the key
+            carries.
     """
 
     store_key: str
@@ -87,6 +97,26 @@ class StoreRef:
     store_code: str | None = None
     caps: Caps = field(default_factory=Caps)
     store_id: int | None = None
+
+    def __post_init__(self) -> None:
+        parts = parse_store_key(self.store_key)
+        if self.scope != parts.scope:
+            raise InvalidScopeError(
+                f"StoreRef scope {self.scope!r} does not match its store key {self.store_key!r} "
+                f"(scope {parts.scope!r}): pass scope={parts.scope!r}"
+            )
+        for what, given, carried in (
+            ("agent_code", self.agent_code, parts.agent_code),
+            ("store_code", self.store_code, parts.store_code),
+        ):
+            if given is None:
+                continue
+            validate_component(given, f"StoreRef {what}")
+            if carried is not None and given != carried:
+                raise InvalidScopeError(
+                    f"StoreRef {what} {given!r} differs from the one in its store key "
+                    f"{self.store_key!r} ({carried!r}): pass {what}={carried!r} or leave it out"
+                )
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,12 @@ __all__ = [
     "insert_agent",
     "update_agent",
     "select_agents",
+    "MAX_IN_LIST",
+    "id_chunks",
     "select_stores_of_agent",
+    "lock_stores_by_id",
+    "select_store_keys",
+    "lock_stores_by_key",
     "select_store_totals",
     "delete_stores_by_id",
     "example_statements",
@@ -396,35 +401,108 @@ INSERT_AUDIT = sa.insert(audit_events)
 # -- stores (admin paths) ---------------------------------------------------------------------
 
 
+MAX_IN_LIST = 1_000
+"""Most values in one ``IN (...)`` list: Oracle refuses more (ORA-01795)."""
+
+
+def id_chunks(ids: Sequence[int], size: int = MAX_IN_LIST) -> list[list[int]]:
+    """``ids`` cut into consecutive lists of at most ``size`` (<= :data:`MAX_IN_LIST`) values,
+    order kept."""
+    if not 0 < size <= MAX_IN_LIST:
+        raise ValueError(f"chunk size {size} must be between 1 and {MAX_IN_LIST}")
+    values = list(ids)
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+def _id_list(store_ids: Sequence[int]) -> list[int]:
+    ids = list(store_ids)
+    if not 0 < len(ids) <= MAX_IN_LIST:
+        raise ValueError(
+            f"{len(ids)} ids in one IN list: pass 1 to {MAX_IN_LIST} (cut them with id_chunks)"
+        )
+    return ids
+
+
+def _starts_with(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
+    """Exact prefix test ``SUBSTR(column, 1, n) = :prefix`` (never LIKE: ``_`` and ``%`` are
+    wildcards, and agent codes contain ``_``)."""
+    return sa.func.substr(column, 1, len(prefix)) == prefix
+
+
 def select_stores_of_agent(agent_code: str) -> sa.Select[Any]:
-    """The stores an agent owns: its agent, user and session stores and the context stores under
-    its own namespace; never shared, global, or context stores under a store code."""
+    """Candidate stores an agent owns, by exact key: ``agent:<A>``, and the keys starting with
+    ``user:<A>:`` or ``context:<A>:``, by ascending id. Never chosen by the ``agent_code``
+    column (any writer sets it). The caller keeps only the keys whose parsed agent code is
+    ``<A>`` (:func:`dbmemory.stores.disable_for_agent`), which tells an agent named ``store``
+    from the store-code context keys ``context:store:<CODE>:...``."""
+    return (
+        sa.select(stores.c.store_id, stores.c.store_key)
+        .where(
+            sa.or_(
+                stores.c.store_key == f"agent:{agent_code}",
+                _starts_with(stores.c.store_key, f"user:{agent_code}:"),
+                _starts_with(stores.c.store_key, f"context:{agent_code}:"),
+            )
+        )
+        .order_by(stores.c.store_id)
+    )
+
+
+def lock_stores_by_id(store_ids: Sequence[int]) -> sa.Select[Any]:
+    """Lock the store rows of at most 1,000 ids, in ascending id order (``SELECT store_id,
+    store_key ... WHERE store_id IN (...) ORDER BY store_id FOR UPDATE``): the first step of a
+    drop, in the writers' lock order (store row, then file rows)."""
+    return (
+        sa.select(stores.c.store_id, stores.c.store_key)
+        .where(stores.c.store_id.in_(_id_list(store_ids)))
+        .order_by(stores.c.store_id)
+        .with_for_update()
+    )
+
+
+def select_store_keys(store_ids: Sequence[int]) -> sa.Select[Any]:
+    """``store_id`` and ``store_key`` of at most 1,000 ids (no lock)."""
     return sa.select(stores.c.store_id, stores.c.store_key).where(
-        stores.c.agent_code == agent_code,
-        sa.or_(
-            stores.c.scope_name.in_(("agent", "user", "session")),
-            sa.and_(stores.c.scope_name == "context", stores.c.store_code.is_(None)),
-        ),
+        stores.c.store_id.in_(_id_list(store_ids))
+    )
+
+
+def lock_stores_by_key(store_keys: Sequence[str]) -> sa.Select[Any]:
+    """Lock the store rows of at most 1,000 keys, in ascending key order, through the unique
+    key index (``SELECT store_id, store_key ... WHERE store_key IN (...) ORDER BY store_key
+    FOR UPDATE``). On MySQL/MariaDB this locks the key-index entry, then the row: the order of
+    a first writer's ``INSERT ... ON DUPLICATE KEY UPDATE``, so a drop never holds the row while
+    waiting for the key entry that writer holds (a deadlock)."""
+    keys = list(store_keys)
+    if not 0 < len(keys) <= MAX_IN_LIST:
+        raise ValueError(f"{len(keys)} keys in one IN list: pass 1 to {MAX_IN_LIST}")
+    return (
+        sa.select(stores.c.store_id, stores.c.store_key)
+        .where(stores.c.store_key.in_(keys))
+        .order_by(stores.c.store_key)
+        .with_for_update()
     )
 
 
 def select_store_totals(store_ids: Sequence[int]) -> sa.Select[Any]:
-    """Per store: number of files and characters (for audit events of a drop)."""
+    """Per store of at most 1,000 ids: number of files and characters (for audit events of a
+    drop)."""
     return (
         sa.select(
             files.c.store_id,
             sa.func.count().label("file_count"),
             sa.func.coalesce(sa.func.sum(files.c.char_count), 0).label("total_chars"),
         )
-        .where(files.c.store_id.in_(list(store_ids)))
+        .where(files.c.store_id.in_(_id_list(store_ids)))
         .group_by(files.c.store_id)
     )
 
 
 def delete_stores_by_id(store_ids: Sequence[int]) -> tuple[sa.Delete, sa.Delete]:
-    """Delete the files, then the rows, of the given stores (two statements; no reliance on
-    ``ON DELETE CASCADE`` being enabled, e.g. SQLite without ``PRAGMA foreign_keys``)."""
-    ids = list(store_ids)
+    """Delete the files, then the rows, of at most 1,000 stores (two statements; no reliance on
+    ``ON DELETE CASCADE`` being enabled, e.g. SQLite without ``PRAGMA foreign_keys``). Lock the
+    store rows first (:func:`lock_stores_by_id`)."""
+    ids = _id_list(store_ids)
     return (
         sa.delete(files).where(files.c.store_id.in_(ids)),
         sa.delete(stores).where(stores.c.store_id.in_(ids)),
@@ -553,6 +631,10 @@ def example_statements() -> dict[str, Executable]:
             updated_at=now,
         ),
         "select_stores_of_agent": select_stores_of_agent("A"),
+        "lock_stores_by_id": lock_stores_by_id([1, 2]),
+        "lock_stores_by_id_1000": lock_stores_by_id(range(1, MAX_IN_LIST + 1)),
+        "select_store_keys": select_store_keys([1, 2]),
+        "lock_stores_by_key": lock_stores_by_key(["agent:A", "user:A:u1"]),
         "select_store_totals": select_store_totals([1, 2]),
         "delete_store_files": drop_files,
         "delete_stores": drop_stores,

@@ -18,9 +18,9 @@ from sqlalchemy.engine import Connection
 from dbmemory import statements as st
 from dbmemory import validate as _v
 from dbmemory.db import dialect
-from dbmemory.errors import InvalidScopeError, NotFoundError
+from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
 from dbmemory.files import _audit, _event, find_store_id
-from dbmemory.keys import SCOPES, build_store_key, validate_component
+from dbmemory.keys import RESERVED_SCOPE, SCOPES, build_store_key, parse_store_key, validate_component
 from dbmemory.txn import write_unit
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
 
@@ -67,6 +67,34 @@ def _run(conn: Connection, stmt: Any, action: str) -> Any:
         raise dialect.translate_db_error(exc, action) from exc
 
 
+def _refuse_reserved_names(agent_code: object, scope: object, store_code: object) -> None:
+    """Refuse a configuration that names the reserved namespace (called first by
+    :func:`enable_for_agent`, before any other check or SQL).
+
+    The key design already keeps every configuration out of it (:func:`build_store_key` never
+    builds a ``reserved:`` key); this refuses the names that would only look like it, so no
+    listing ever shows ``agent:reserved`` or ``shared:reserved`` next to the package's stores.
+
+    Raises:
+        InvalidScopeError: ``scope`` is ``reserved``, or the agent code or store code is
+            ``reserved`` (in any letter case). Code ``reserved_store``.
+    """
+    if scope == RESERVED_SCOPE:
+        raise InvalidScopeError(
+            "scope 'reserved' holds the stores dbmemory owns itself (user profiles, memory "
+            "items, organisation memory) and no agent can use it: pick one of "
+            f"{', '.join(SCOPES)}",
+            code="reserved_store",
+        )
+    for what, value in (("agent code", agent_code), ("store code", store_code)):
+        if isinstance(value, str) and value.lower() == RESERVED_SCOPE:
+            raise InvalidScopeError(
+                f"{what} {value!r} is the name of the namespace dbmemory keeps for its own "
+                "stores (user profiles, memory items, organisation memory): choose another name",
+                code="reserved_store",
+            )
+
+
 def enable_for_agent(
     conn: Connection,
     agent_code: str,
@@ -84,7 +112,8 @@ def enable_for_agent(
         agent_code: the agent's code (store-key component rule: 1-200 of ``[A-Za-z0-9_.-]``).
         scope: ``agent`` (default), ``user``, ``session``, ``shared``, ``global`` or ``context``.
         store_code: required for ``shared``; for ``context`` it names the namespace instead of
-            the agent code (several agents then share context stores).
+            the agent code (keys ``context:store:<CODE>:<KEY>:<VALUE>``, shared by every agent
+            with that store code, never equal to an agent's ``context:<AGENT>:...`` keys).
         context_key: required for ``context``: the run-context key whose value names the store.
         max_file_chars / max_files / max_store_chars: caps (characters, files, characters);
             ``None`` keeps the current value, or the default for a new agent (100,000 / 1,000 /
@@ -96,12 +125,14 @@ def enable_for_agent(
 
     Raises:
         InvalidScopeError: unknown scope, a missing ``store_code``/``context_key``, or an
-            invalid component. Nothing is written.
+            invalid component; the ``reserved`` scope, or ``reserved`` as agent or store code
+            (code ``reserved_store``: the package's own namespace). Nothing is written.
         InvalidArgumentError: a cap that is not a positive integer, or beyond its column
             (``max_file_chars``/``max_files`` at most 2,147,483,647, ``max_store_chars`` at
             most 2**63-1); ``conn`` not a Connection.
     """
     _v.arguments(conn=conn)
+    _refuse_reserved_names(agent_code, scope, store_code)
     validate_component(agent_code, "agent code")
     if scope not in SCOPES:
         raise InvalidScopeError(f"scope {scope!r} is not one of {', '.join(SCOPES)}: pick one of them")
@@ -183,34 +214,76 @@ def list_agents(conn: Connection) -> list[AgentConfig]:
     return [_config(r) for r in _run(conn, st.select_agents(), "listing agents")]
 
 
-def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin") -> int:
-    """Delete stores with all their files (one audit event per store). Returns the count."""
-    _v.arguments(conn=conn, actor=actor)
-    store_ids = _v.check_each(store_ids, "store_ids", _v.check_id)
-    if not store_ids:
-        return 0
-    with write_unit(conn, "dropping stores"):
-        keys = dict(
-            _run(
-                conn,
-                sa.select(st.stores.c.store_id, st.stores.c.store_key).where(
-                    st.stores.c.store_id.in_(store_ids)
-                ),
-                "dropping stores",
-            ).all()
+def _store_ids(store_ids: object) -> list[int]:
+    """``store_ids`` as a sorted list without duplicates; refuse what is not whole numbers."""
+    if isinstance(store_ids, (str, bytes)) or not hasattr(store_ids, "__iter__"):
+        raise InvalidArgumentError(
+            f"store_ids must be a list of store ids, got {type(store_ids).__name__}: pass e.g. [7]"
         )
-        totals = {
-            r.store_id: (r.file_count, r.total_chars)
-            for r in _run(conn, st.select_store_totals(store_ids), "dropping stores")
-        }
-        for stmt in st.delete_stores_by_id(store_ids):
-            _run(conn, stmt, "dropping stores")
+    ids = list(store_ids)  # type: ignore[call-overload]
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+            raise InvalidArgumentError(
+                f"store id {value!r} is not a store id: pass positive whole numbers such as 7"
+            )
+    return sorted(set(ids))
+
+
+def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin") -> int:
+    """Delete stores with all their files (one audit event per store), in a savepoint.
+
+    Lock order (the writers' order, so it cannot deadlock with a writer on any backend): the
+    store rows first, in ascending key order, through the key index (``SELECT ... WHERE
+    store_key IN (...) FOR UPDATE`` by chunks: on MySQL/MariaDB the key entry, then the row, as
+    a first writer's upsert takes them), then the files and the store rows are deleted. A writer holding a store row makes the drop wait; a writer
+    that comes later waits for the drop and then finds the store gone (a tool call then creates
+    it afresh; a call by store id gets not-found). Every ``IN`` list holds at most 1,000 ids
+    (Oracle's ORA-01795), whatever the number of stores.
+
+    Args:
+        store_ids: ids of the stores to drop (unknown ids are ignored; duplicates count once).
+        actor: recorded in the audit events.
+
+    Returns:
+        The number of stores dropped.
+
+    Raises:
+        InvalidArgumentError: ``store_ids`` is not a list of positive whole numbers.
+        StorageError: the database failed (the savepoint is rolled back: nothing is dropped).
+    """
+    _v.arguments(conn=conn, actor=actor)
+    ids = _store_ids(store_ids)
+    if not ids:
+        return 0
+    wanted = set(ids)
+    with write_unit(conn, "dropping stores"):
+        named = {}
+        for chunk in st.id_chunks(ids):
+            for row in _run(conn, st.select_store_keys(chunk), "dropping stores"):
+                named[row.store_key] = row.store_id
+        keys: dict[int, str] = {}
+        for key_chunk in st.id_chunks(sorted(named)):  # type: ignore[arg-type]
+            # ascending keys across and within chunks; a key now naming another (re-created)
+            # store is locked but not dropped
+            for row in _run(conn, st.lock_stores_by_key(key_chunk), "dropping stores"):
+                if row.store_id in wanted:
+                    keys[row.store_id] = row.store_key
+        if not keys:
+            return 0
+        chunks = st.id_chunks(sorted(keys))
+        totals: dict[int, tuple[int, int]] = {}
+        for chunk in chunks:
+            for r in _run(conn, st.select_store_totals(chunk), "dropping stores"):
+                totals[r.store_id] = (int(r.file_count), int(r.total_chars))
+        for chunk in chunks:
+            for stmt in st.delete_stores_by_id(chunk):
+                _run(conn, stmt, "dropping stores")
         _audit(
             conn,
             [
                 _event(
                     sid,
-                    keys.get(sid),
+                    keys[sid],
                     None,
                     "store_drop",
                     actor,
@@ -218,25 +291,46 @@ def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin")
                     None,
                     f"{totals.get(sid, (0, 0))[0]} files",
                 )
-                for sid in store_ids
+                for sid in ids
                 if sid in keys
             ],
         )
     return len(keys)
 
 
+def _own_store_ids(conn: Connection, agent_code: str) -> list[int]:
+    """Ids of the stores ``agent_code`` owns, chosen by exact key (never by the ``agent_code``
+    column, which any writer sets): ``agent:<A>``, ``user:<A>:*`` and the agent-keyed context
+    stores ``context:<A>:<KEY>:<VALUE>`` (a store-code key ``context:store:...`` of an agent
+    named ``store`` is told apart by its part count)."""
+    rows = _run(conn, st.select_stores_of_agent(agent_code), "dropping stores").all()
+    own: list[int] = []
+    for row in rows:
+        try:
+            parts = parse_store_key(row.store_key)
+        except InvalidScopeError:  # a key no version of dbmemory builds: not the agent's
+            continue
+        if parts.scope in ("agent", "user", "context") and parts.agent_code == agent_code:
+            own.append(row.store_id)
+    return own
+
+
 def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = False) -> int:
     """Turn memory off for an agent; its configuration row stays (``memory_enabled`` false).
 
     Args:
-        drop_store: also delete the agent's own stores with their files: its agent and user
-            stores, context stores under its own namespace, and session stores it created;
-            never shared or global stores, nor context stores under a shared store code.
+        drop_store: also delete the agent's own stores with their files: its agent store
+            (``agent:<A>``), its user stores (``user:<A>:<USER>``) and the context stores keyed
+            by its own code (``context:<A>:<KEY>:<VALUE>``), chosen by exact key. Never a
+            shared, global or session store (other agents may write those; a session store
+            ends with :func:`end_session`), nor a store-code context store, nor a store of the
+            package's reserved namespace (user profiles).
 
     Returns:
         The number of stores dropped (0 without ``drop_store``).
 
     Raises:
+        InvalidScopeError: invalid agent code (checked before any SQL).
         NotFoundError: the agent has no configuration.
         InvalidArgumentError: ``drop_store`` is not a bool; ``conn`` not a Connection.
     """
@@ -251,8 +345,7 @@ def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = F
         _audit(conn, [_event(None, None, None, "agent_disable", "admin", None, None, agent_code)])
         dropped = 0
         if drop_store:
-            ids = [r.store_id for r in _run(conn, st.select_stores_of_agent(agent_code), "dropping stores")]
-            dropped = drop_stores(conn, ids)
+            dropped = drop_stores(conn, _own_store_ids(conn, agent_code))
     return dropped
 
 
@@ -423,9 +516,10 @@ def use_store(store_code: str) -> Iterator[StoreRef]:
         The :class:`StoreRef` of the shared store (default caps).
 
     Raises:
-        InvalidScopeError: invalid store code.
+        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
     """
     validate_component(store_code, "store code")
+    _refuse_reserved_names(None, "shared", store_code)
     token = _current_store.set(store_code)
     try:
         yield shared_store(store_code)
@@ -439,7 +533,12 @@ def current_store_code() -> str | None:
 
 
 def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
-    """The :class:`StoreRef` of shared store ``store_code`` (no database access)."""
+    """The :class:`StoreRef` of shared store ``store_code`` (no database access).
+
+    Raises:
+        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
+    """
+    _refuse_reserved_names(None, "shared", store_code)
     _v.check_caps(caps, optional=True)
     return StoreRef(
         store_key=build_store_key("shared", store_code=store_code),

@@ -106,7 +106,10 @@ StoreKeyOption = Annotated[
     str | None,
     typer.Option(
         "--store",
-        help="Store key, e.g. agent:SUPPORT, user:SUPPORT:u42, shared:POLICIES, global.",
+        help=(
+            "Store key, exactly (no spaces), e.g. agent:SUPPORT, user:SUPPORT:u42, "
+            "shared:POLICIES, global, context:DOCS:doc:7, context:store:CODE:doc:7."
+        ),
         metavar="KEY",
         show_default=False,
     ),

@@ -175,8 +175,9 @@ def disable(
         typer.Option(
             "--drop-store",
             help=(
-                "Also delete the agent's own stores and their files: agent, user, session "
-                "and context stores under its name; never shared or global stores."
+                "Also delete the agent's own stores and their files: agent:AGENT, "
+                "user:AGENT:* and context:AGENT:*:* (chosen by exact key); never shared, "
+                "global, session or store-code context stores, nor user profiles."
             ),
         ),
     ] = False,

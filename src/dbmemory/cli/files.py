@@ -52,7 +52,9 @@ files_app = typer.Typer(
     help=(
         "List, read, write and delete the files of one store (admin access), addressed by "
         "--store KEY or --store-id N. Each command runs in a transaction of its own and "
-        "commits it. " + EXIT_CODES_HELP
+        "commits it. Works on any store, including the package's own reserved:... stores "
+        "(admins may inspect them); user profiles are managed with 'dbmemory profile'. "
+        + EXIT_CODES_HELP
     ),
     epilog=(
         "Example: dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'hello' "
@@ -101,12 +103,15 @@ def lookup_store(conn: Connection, store_key: str | None, store_id: int | None) 
 
     Raises:
         InvalidArgumentError: neither or both options were given.
+        InvalidScopeError: ``store_key`` is not a valid key (e.g. a trailing space).
         NotFoundError: no store has that id.
     """
     if (store_key is None) == (store_id is None):
         raise InvalidArgumentError(
             "give exactly one of --store KEY (e.g. --store agent:SUPPORT) or --store-id N"
         )
+    if store_key is not None:
+        parse_store_key(store_key)  # exact, before any SQL (MariaDB compares with PAD SPACE)
     import sqlalchemy as sa
 
     from dbmemory.db.schema import stores
@@ -145,51 +150,27 @@ def require_store(conn: Connection, store_key: str | None, store_id: int | None)
 def parse_store_key(
     store_key: str, *, agent_exists: bool = False
 ) -> tuple[str, str | None, str | None]:
-    """Split a store key into ``(scope, agent_code, store_code)`` and validate it.
+    """Split a store key into ``(scope, agent_code, store_code)`` and validate it exactly.
 
     Args:
         store_key: e.g. ``"agent:SUPPORT"``, ``"user:SUPPORT:u42"``, ``"shared:POLICIES"``,
-            ``"global"``, ``"session:s-1"``, ``"context:DOCS:document_id:7"``.
-        agent_exists: for a context key, whether its namespace is a configured agent's code
-            (then it is the agent code; otherwise a store code).
+            ``"global"``, ``"session:s-1"``, ``"context:DOCS:document_id:7"`` (keyed by agent
+            DOCS), ``"context:store:DOCS:document_id:7"`` (keyed by store code DOCS),
+            ``"reserved:profile:user-memory:u-7"`` (a profile store).
+        agent_exists: ignored (kept for callers): a context key's part count tells an agent code
+            from a store code.
 
     Returns:
         ``(scope, agent_code, store_code)``.
 
     Raises:
-        InvalidScopeError: not a key :func:`dbmemory.keys.build_store_key` would build.
+        InvalidScopeError: not a key :func:`dbmemory.keys.parse_store_key` accepts (a trailing
+            space, a wrong part count, an invalid component).
     """
-    from dbmemory.keys import build_store_key
+    from dbmemory.keys import parse_store_key as parse
 
-    scope, _, rest = store_key.partition(":")
-    parts = rest.split(":") if rest else []
-    shapes = {"agent": 1, "user": 2, "session": 1, "shared": 1, "global": 0, "context": 3}
-    if scope not in shapes or len(parts) != shapes[scope]:
-        raise InvalidScopeError(
-            f"{store_key!r} is not a store key: use agent:AGENT, user:AGENT:USER, "
-            "session:SESSION, shared:CODE, global or context:NAMESPACE:KEY:VALUE"
-        )
-    agent_code = store_code = None
-    components: dict[str, Any] = {}
-    if scope == "agent":
-        agent_code = parts[0]
-    elif scope == "user":
-        agent_code = parts[0]
-        components["user_id"] = parts[1]
-    elif scope == "session":
-        components["session_id"] = parts[0]
-    elif scope == "shared":
-        store_code = parts[0]
-    elif scope == "context":
-        if agent_exists:
-            agent_code = parts[0]
-        else:
-            store_code = parts[0]
-        components.update(context_key=parts[1], context_value=parts[2])
-    rebuilt = build_store_key(scope, agent_code=agent_code, store_code=store_code, **components)
-    if rebuilt != store_key:  # pragma: no cover - build_store_key validates every component
-        raise InvalidScopeError(f"{store_key!r} is not a valid store key")
-    return scope, agent_code, store_code
+    parts = parse(store_key)
+    return parts.scope, parts.agent_code, parts.store_code
 
 
 def _agent_caps(conn: Connection, agent_code: str | None) -> Caps | None:

@@ -1,7 +1,7 @@
 """``dbmemory profile``: show, edit, delete, import, export and consolidate user profiles.
 
-A profile is the file ``/memories/memory.md`` in the store ``context:<root folder>:user_id:<id>``
-(issue 3). Each command runs in a transaction of its own and commits it; writes are audited with
+A profile is the file ``/memories/memory.md`` in the store
+``reserved:profile:<root folder>:<id>`` (issue 3), in the reserved namespace no agent can name. Each command runs in a transaction of its own and commits it; writes are audited with
 the actor ``cli``. Only ``consolidate`` calls a model (through litellm, imported when it runs).
 """
 
@@ -30,7 +30,7 @@ ACTOR = "cli"
 profile_app = typer.Typer(
     help=(
         "Show, edit, delete, import, export and consolidate user profiles (one memory.md per "
-        "user, store context:<root folder>:user_id:<id>). Each command runs in a transaction "
+        "user, store reserved:profile:<root folder>:<id>, which no agent can reach). Each command runs in a transaction "
         "of its own and commits it. " + EXIT_CODES_HELP
     ),
     epilog="Example: dbmemory profile show u-123 && dbmemory profile export ./profiles",

@@ -1,9 +1,10 @@
-"""User profile memory (issue 3): one context-scoped ``memory.md`` per user.
+"""User profile memory (issue 3): one ``memory.md`` per user, in the package's reserved namespace.
 
 Loaded before each turn within a token budget and injected into the system prompt; consolidated
 by a model after the turn (gate, rewrite, scrub, deterministic checks, fit, compare-and-set
 write). Stored as an ordinary file through :mod:`dbmemory.files` in the store
-``context:<root_folder>:user_id:<encoded id>`` at ``/memories/memory.md``.
+``reserved:profile:<root_folder>:<encoded id>`` (scope ``reserved``: no agent configuration or
+MEMORY tool call can name it) at ``/memories/memory.md``.
 
 Example:
     >>> from dbmemory.profile import (UserMemoryConfig, UserMemoryPostprocessor,

@@ -41,7 +41,7 @@ class UserMemoryConfig(BaseModel):
     """Budget of one profile, in tokens of the effective model's tokenizer (whole file text)."""
 
     root_folder: str = "user-memory"
-    """Namespace of the profile stores: store key ``context:<root_folder>:user_id:<id>``;
+    """Namespace of the profile stores: store key ``reserved:profile:<root_folder>:<id>``;
     at most 200 characters of ``[A-Za-z0-9_.-]``."""
 
     use_orchestrator_language_model: bool = True

@@ -1,7 +1,12 @@
 """Where a user's profile lives: store key, path, and reads/writes through :mod:`dbmemory.files`.
 
-The profile is the ordinary file :data:`PROFILE_PATH` in the user's context-scoped store with the
-key ``context:<root_folder>:user_id:<encoded user id>`` (issue 3, "Storage"). There is no second
+The profile is the ordinary file :data:`PROFILE_PATH` in the user's store in the package's
+reserved namespace, key ``reserved:profile:<root_folder>:<encoded user id>`` with scope
+``reserved`` (built by :func:`dbmemory.keys.reserved_store_key`). No agent configuration, store
+code or MEMORY tool call can name that key (DESIGN.md section 4): an agent configured with
+``store_code="user-memory", context_key="user_id"`` gets ``context:store:user-memory:user_id:<id>``,
+another store. (Before revision 0002 the key was ``context:<root_folder>:user_id:<id>``; the
+migration moved every profile.) There is no second
 storage path for changes: every write and delete goes through :mod:`dbmemory.files`, so caps,
 locks, the audit log and the expiry exemption apply. Profiles are written with
 ``expiry_exempt=True``. The read (:func:`read_profile`, once per turn) is one ``SELECT`` defined
@@ -33,7 +38,7 @@ import sqlalchemy as sa
 from dbmemory.db import schema
 from dbmemory.db.dialect import translate_db_error
 from dbmemory.errors import InvalidScopeError
-from dbmemory.keys import MAX_COMPONENT_CHARS, build_store_key
+from dbmemory.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, reserved_store_key
 from dbmemory.model import FileRecord
 from dbmemory.paths import path_hash
 from dbmemory.statements import FILE_COLUMNS
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROFILE_PATH",
+    "PROFILE_KIND",
     "CONTEXT_KEY",
     "DEFAULT_ROOT_FOLDER",
     "encode_user_id",
@@ -57,7 +63,11 @@ PROFILE_PATH = "/memories/memory.md"
 """The profile file's path inside the user's store."""
 
 CONTEXT_KEY = "user_id"
-"""The context key of profile stores."""
+"""The context key of profile stores before revision 0002 (``context:<root>:user_id:<id>``);
+kept for the migration and old exports. Today's key is :func:`profile_store_key`."""
+
+PROFILE_KIND = "profile"
+"""The reserved store kind of profiles (:data:`dbmemory.keys.RESERVED_KINDS`)."""
 
 DEFAULT_ROOT_FOLDER = "user-memory"
 """Default namespace (``UserMemoryConfig.root_folder``)."""
@@ -129,17 +139,12 @@ def decode_user_id(encoded: str) -> str:
 
 
 def profile_store_key(user_id: str, root_folder: str = DEFAULT_ROOT_FOLDER) -> str:
-    """The store key of ``user_id``'s profile: ``context:<root_folder>:user_id:<encoded>``.
+    """The store key of ``user_id``'s profile: ``reserved:profile:<root_folder>:<encoded>``.
 
     Raises:
         InvalidScopeError: invalid user id (see :func:`encode_user_id`) or root folder.
     """
-    return build_store_key(
-        "context",
-        store_code=root_folder,
-        context_key=CONTEXT_KEY,
-        context_value=encode_user_id(user_id),
-    )
+    return reserved_store_key(PROFILE_KIND, root_folder, encode_user_id(user_id))
 
 
 def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
@@ -221,9 +226,7 @@ def read_profile(
     _v.check_bool(unless_opted_out, "unless_opted_out")
     user_key = encode_user_id(user_id)
     params = {
-        "p_store_key": build_store_key(
-            "context", store_code=root_folder, context_key=CONTEXT_KEY, context_value=user_key
-        ),
+        "p_store_key": reserved_store_key(PROFILE_KIND, root_folder, user_key),
         "p_path_hash": _PROFILE_PATH_HASH,
     }
     if unless_opted_out:
@@ -279,7 +282,10 @@ def write_profile(
     from dbmemory.model import StoreRef
 
     ref = StoreRef(
-        store_key=profile_store_key(user_id, root_folder), scope="context", store_code=root_folder
+        store_key=profile_store_key(user_id, root_folder),
+        scope=RESERVED_SCOPE,
+        agent_code=None,
+        store_code=root_folder,
     )
     return files.put_file(
         conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,

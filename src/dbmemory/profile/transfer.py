@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Literal
 import sqlalchemy as sa
 
 from dbmemory.errors import ConflictError, DbMemoryError
+from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.profile.format import parse_profile, render_profile
 from dbmemory.profile.store import (
-    CONTEXT_KEY,
     PROFILE_PATH,
     decode_user_id,
     encode_user_id,
+    profile_store_key,
     read_profile,
     write_profile,
 )
@@ -205,9 +206,11 @@ def list_profile_user_ids(conn: Connection, *, root_folder: str = "user-memory")
     from dbmemory.db.dialect import translate_db_error
     from dbmemory.db.schema import stores
 
-    prefix = f"context:{root_folder}:{CONTEXT_KEY}:"
+    prefix = profile_store_key("x", root_folder)[: -len("x")]
     query = sa.select(stores.c.store_key).where(
-        stores.c.scope_name == "context", stores.c.store_code == root_folder
+        stores.c.scope_name == RESERVED_SCOPE,
+        # exact prefix (never LIKE: '_' and '%' are wildcards, and root folders contain '_')
+        sa.func.substr(stores.c.store_key, 1, len(prefix)) == prefix,
     )
     try:
         keys = conn.execute(query).scalars().all()

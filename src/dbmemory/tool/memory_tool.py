@@ -28,6 +28,7 @@ from dbmemory.errors import (
     NotFoundError,
     StorageError,
 )
+from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.model import Caps, FileRecord, StoreRef
 from dbmemory.paths import ancestors
 from dbmemory.stores import check_run_ready, current_store_code, shared_store
@@ -61,6 +62,24 @@ def _encodable(text: str) -> str:
     return text
 
 
+def _refuse_reserved(store: object) -> None:
+    """The MEMORY tool never opens a store of the package's reserved namespace (user profiles,
+    memory items, organisation memory), whoever built the :class:`StoreRef`."""
+    if not isinstance(store, StoreRef):
+        raise InvalidScopeError(
+            f"store must be a StoreRef, got {type(store).__name__}: build it with "
+            "dbmemory.shared_store(code) or use an agent_code",
+            code="invalid_scope",
+        )
+    if store.scope == RESERVED_SCOPE:
+        raise InvalidScopeError(
+            f"store {store.store_key!r} is in the reserved namespace dbmemory keeps for its own "
+            "stores (user profiles, memory items, organisation memory); the MEMORY tool cannot "
+            "open it: manage profiles with dbmemory.profile or 'dbmemory profile'",
+            code="reserved_store",
+        )
+
+
 class MemoryTool:
     """The six MEMORY commands (``view``, ``create``, ``str_replace``, ``insert``, ``delete``,
     ``rename``) on one store, on the caller's connection and transaction.
@@ -78,8 +97,8 @@ class MemoryTool:
     Raises:
         NotFoundError: the agent has no memory configuration.
         InvalidScopeError: memory disabled; a missing or invalid context key, user id or session
-            id; no agent and no :func:`use_store` block; a ``run_context`` that is not a
-            mapping; a ``user_id``/``session_id``/``agent_code`` that is not a string.
+            id; no agent and no :func:`use_store` block; a ``store`` in the reserved namespace
+            (code ``reserved_store``: user profiles are never reachable by the MEMORY tool).
         InvalidArgumentError: ``conn`` is not a Connection; ``store`` is not a StoreRef;
             ``actor`` is not text.
     """
@@ -122,6 +141,7 @@ class MemoryTool:
                         code="no_store",
                     )
                 store = shared_store(code)
+        _refuse_reserved(store)
         self._conn = conn
         self._store = store
         parts = ["memory-tool"]

@@ -20,7 +20,10 @@ Revises: 0001
   either touched before the batch looks at it or found gone after the batch commits.
 * Store keys: the user profile moves from ``context:user-memory:user_id:<id>`` to the reserved
   namespace ``reserved:profile:user-memory:<id>`` (scope ``reserved``), which no agent
-  configuration can name; context stores under a store code move from
+  configuration can name. Profiles under another root folder ``<R>`` (``UserMemoryConfig.
+  root_folder``) move from ``context:<R>:user_id:<id>`` to ``reserved:profile:<R>:<id>``: they
+  are the stores with no agent, store code ``<R>`` and an expiry-exempt ``/memories/memory.md``
+  (only the profile module writes expiry-exempt files). Context stores under a store code move from
   ``context:<CODE>:<KEY>:<VALUE>`` to ``context:store:<CODE>:<KEY>:<VALUE>``, so they can never
   share a key with the context stores of an agent whose code equals that store code.
 
@@ -55,6 +58,9 @@ _MYSQL = {
 
 PROFILE_OLD_PREFIX = "context:user-memory:user_id:"
 PROFILE_NEW_PREFIX = "reserved:profile:user-memory:"
+PROFILE_ROOT = "user-memory"
+PROFILE_PATH = "/memories/memory.md"
+RESERVED_PROFILE = "reserved:profile:"
 
 _stores = sa.table(
     "dbm_stores",
@@ -76,6 +82,12 @@ _agents = sa.table(
     sa.column("max_files", sa.Integer()),
     sa.column("max_store_chars", sa.BigInteger()),
     sa.column("memory_enabled", Flag()),
+)
+_files = sa.table(
+    "dbm_files",
+    sa.column("store_id", sa.BigInteger()),
+    sa.column("file_path", sa.String(1000)),
+    sa.column("expiry_exempt", sa.Boolean(create_constraint=False)),
 )
 _job_locks = sa.table(
     "dbm_job_locks",
@@ -217,6 +229,34 @@ def upgrade() -> None:
             store_key=_concat(PROFILE_NEW_PREFIX, _rest(_stores.c.store_key, len(PROFILE_OLD_PREFIX))),
             scope_name="reserved",
             agent_code=None,
+            store_code=PROFILE_ROOT,
+        )
+    )
+    # Profiles under another root folder R: context:R:user_id:<id>, no agent, store code R, and
+    # an expiry-exempt memory.md (len("context:") + len(":user_id:") == 17).
+    code_len = sa.func.length(_stores.c.store_code)
+    op.execute(
+        sa.update(_stores)
+        .where(
+            _stores.c.scope_name == "context",
+            _stores.c.agent_code.is_(None),
+            _stores.c.store_code.is_not(None),
+            sa.func.substr(_stores.c.store_key, 1, code_len + 17)
+            == _concat("context:", _stores.c.store_code, ":user_id:"),
+            sa.exists().where(
+                _files.c.store_id == _stores.c.store_id,
+                _files.c.file_path == PROFILE_PATH,
+                _files.c.expiry_exempt == sa.true(),
+            ),
+        )
+        .values(
+            store_key=_concat(
+                RESERVED_PROFILE,
+                _stores.c.store_code,
+                ":",
+                sa.func.substr(_stores.c.store_key, code_len + 18),
+            ),
+            scope_name="reserved",
         )
     )
     op.execute(
@@ -242,11 +282,24 @@ def downgrade() -> None:
         )
         .values(store_key=_concat("context:", _rest(_stores.c.store_key, len("context:store:"))))
     )
+    # reserved:profile:<R>:<id> -> context:<R>:user_id:<id> (every profile row has store code R)
     op.execute(
         sa.update(_stores)
-        .where(_starts_with(_stores.c.store_key, PROFILE_NEW_PREFIX))
+        .where(
+            _stores.c.scope_name == "reserved",
+            _stores.c.store_code.is_not(None),
+            _starts_with(_stores.c.store_key, RESERVED_PROFILE),
+        )
         .values(
-            store_key=_concat(PROFILE_OLD_PREFIX, _rest(_stores.c.store_key, len(PROFILE_NEW_PREFIX))),
+            store_key=_concat(
+                "context:",
+                _stores.c.store_code,
+                ":user_id:",
+                sa.func.substr(
+                    _stores.c.store_key,
+                    sa.func.length(_stores.c.store_code) + len(RESERVED_PROFILE) + 2,
+                ),
+            ),
             scope_name="context",
         )
     )
