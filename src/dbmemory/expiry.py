@@ -6,7 +6,7 @@ created, edited, renamed or read less than ``days`` days before the expiry's del
 never deleted by it.
 
 The rule (one source: :func:`dbmemory.statements.expiry_rule`, rendered into the procedures by
-:mod:`dbmemory.sqlgen_expiry`): a file expires when it is not ``expiry_exempt`` (user profiles
+:mod:`dbmemory.sqlgen`): a file expires when it is not ``expiry_exempt`` (user profiles
 are), its ``last_accessed_at`` (last write) is older than the cutoff, and no read of it at or
 after the cutoff is recorded in ``dbm_file_reads``. The cutoff is ``now - days -
 TOUCH_INTERVAL``: a read within :data:`~dbmemory.touch.TOUCH_INTERVAL` of the file's last touch

@@ -426,7 +426,7 @@ def delete_stores_by_id(store_ids: Sequence[int]) -> tuple[sa.Delete, sa.Delete]
 
 # -- read touches and expiry ------------------------------------------------------------------
 #
-# The rule, in one place (mirrored by the generated procedures of dbmemory.sqlgen_expiry): a file
+# The rule, in one place (mirrored by the generated procedures of dbmemory.sqlgen): a file
 # expires when it is not exempt, its last write (``last_accessed_at``) is older than the cutoff,
 # and no read of it at or after the cutoff is recorded in ``dbm_file_reads``. The cutoff is
 # ``now - days - TOUCH_INTERVAL`` (:func:`dbmemory.expiry.expiry_cutoff`).
