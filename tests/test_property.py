@@ -23,6 +23,7 @@ resolves outside ``/memories``, and every spelling of one file resolves to one k
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import os
 import posixpath
@@ -48,6 +49,7 @@ from dbmemory.errors import InvalidPathError
 from dbmemory.model import Caps
 from dbmemory.paths import MAX_PATH_CHARS, ROOT, normalize_path
 from dbmemory.tool import MemoryTool
+from dbmemory.touch import TOUCH_INTERVAL
 
 from helpers import ERROR, committed_view
 
@@ -665,3 +667,193 @@ def test_no_sequence_of_calls_for_a_reads_or_changes_anything_of_b(engine: Engin
         assert state_b() == before
 
     run()
+
+
+# ------------------------------------------------------- expiry and touches under a clock
+
+# Issue 8 section 1: the same machine also reads, advances a controlled clock and runs the
+# expiry. The model records, per file, its last write and its last *recorded* read (a read
+# records a touch only when the file's last touch is older than TOUCH_INTERVAL), and every real
+# use; after each expiry the store must equal the model's prediction exactly, and no file used
+# (created, edited, renamed or read) less than ``days`` before the expiry may be gone.
+
+CLOCK_STEPS = [
+    dt.timedelta(minutes=1), dt.timedelta(minutes=30), dt.timedelta(minutes=59),
+    dt.timedelta(hours=1), dt.timedelta(minutes=61), dt.timedelta(hours=5),
+    dt.timedelta(hours=23), dt.timedelta(hours=24), dt.timedelta(hours=25),
+    dt.timedelta(days=2), dt.timedelta(days=10),
+]
+EXPIRY_DAYS = [1 / 24, 0.5, 1, 2, 7]
+
+
+class TimedModel(Model):
+    """:class:`Model` plus the times the expiry depends on (``clock`` is the machine's)."""
+
+    def __init__(self, caps: Caps, clock: Any) -> None:
+        super().__init__(caps)
+        self.clock = clock
+        self.written: dict[str, dt.datetime] = {}  # dbm_files.last_accessed_at
+        self.read_at: dict[str, dt.datetime] = {}  # dbm_file_reads.read_at
+        self.used: dict[str, dt.datetime] = {}  # last real use, recorded or not
+
+    def _sync(self, before: dict[str, str], events_before: int, moved: dict[str, str] | None = None) -> None:
+        now = self.clock()
+        for path in list(self.written):
+            if path not in self.files:
+                target = (moved or {}).get(path)
+                for table in (self.written, self.read_at, self.used):
+                    if path in table:
+                        value = table.pop(path)
+                        if target is not None:
+                            table[target] = value
+        if self.events != events_before:  # something was written
+            for path, text in self.files.items():
+                if path not in before or before[path] != text or (moved and path in moved.values()):
+                    self.written[path] = self.used[path] = now
+
+    def create(self, path: str | None, text: str) -> Any:
+        before, events = dict(self.files), self.events
+        result = super().create(path, text)
+        self._sync(before, events)
+        return result
+
+    def _edit(self, path: str | None, new_text: str | None) -> Any:
+        before, events = dict(self.files), self.events
+        result = super()._edit(path, new_text)
+        self._sync(before, events)
+        return result
+
+    def delete(self, path: str | None) -> Any:
+        before, events = dict(self.files), self.events
+        result = super().delete(path)
+        self._sync(before, events)
+        return result
+
+    def rename(self, old: str | None, new: str | None) -> Any:
+        before, events = dict(self.files), self.events
+        result = super().rename(old, new)
+        moved: dict[str, str] = {}
+        if result and old is not None and new is not None:
+            sources = [old] if old in before else [p for p in before if p.startswith(old + "/")]
+            moved = {src: new + src[len(old):] for src in sources}
+        self._sync(before, events, moved)
+        return result
+
+    def view(self, path: str | None, view_range: tuple[int, int] | None) -> Any:
+        result = super().view(path, view_range)
+        if result is not None and result[0] == "file" and path is not None:
+            now = self.clock()
+            last = max(self.written[path], self.read_at.get(path, self.written[path]))
+            if last < now - TOUCH_INTERVAL:
+                self.read_at[path] = now
+            self.used[path] = now
+        return result
+
+    def expire(self, days: float) -> list[str]:
+        """The files a correct expiry deletes now; removes them from the model."""
+        cutoff = self.clock() - dt.timedelta(days=days) - TOUCH_INTERVAL
+        gone = sorted(
+            p for p in self.files
+            if self.written[p] < cutoff and (p not in self.read_at or self.read_at[p] < cutoff)
+        )
+        for path in gone:
+            del self.files[path]
+            for table in (self.written, self.read_at, self.used):
+                table.pop(path, None)
+        self.events += len(gone)
+        return gone
+
+
+class ExpiryMachine(MemoryMachine):
+    """:class:`MemoryMachine` with a controlled clock, touches and expiry runs."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        super().__init__()
+        self.model = TimedModel(CAPS, lambda: self.now)
+
+    @rule(step=st.sampled_from(CLOCK_STEPS))
+    def advance_clock(self, step: dt.timedelta) -> None:
+        self.now += step
+
+    @rule(path=st.sampled_from(CORE[:3] + CORE[4:]), text=texts)
+    def create_a_file(self, path: str, text: str) -> None:
+        """Steer towards stores with files to expire."""
+        self.create((path, path), text)
+
+    @rule(step=st.sampled_from(CLOCK_STEPS[5:]), days=st.sampled_from(EXPIRY_DAYS))
+    def later_expire(self, step: dt.timedelta, days: float) -> None:
+        """Steer towards expiries that have something to delete."""
+        self.now += step
+        self.expire(days)
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data(), days=st.sampled_from(EXPIRY_DAYS))
+    def read_later_then_expire(self, data: st.DataObject, days: float) -> None:
+        """Steer towards the case of issue 8: a read long after the last write, then an expiry
+        at about ``days`` after the read."""
+        self.now += data.draw(st.sampled_from(CLOCK_STEPS[4:]), label="before the read")
+        self.read_a_file(data)
+        self.now += data.draw(
+            st.sampled_from([dt.timedelta(days=days) - dt.timedelta(minutes=1), dt.timedelta(days=days),
+                             dt.timedelta(days=days) + TOUCH_INTERVAL + dt.timedelta(minutes=1)]),
+            label="after the read",
+        )
+        self.expire(days)
+
+    @precondition(lambda self: bool(self.model.files))
+    @rule(data=st.data())
+    def read_a_file(self, data: st.DataObject) -> None:
+        path = data.draw(st.sampled_from(sorted(self.model.files)), label="path")
+        self.view((path, path), None)
+
+    @rule(days=st.sampled_from(EXPIRY_DAYS))
+    def expire(self, days: float) -> None:
+        from dbmemory import expire_files
+
+        used_before = dict(self.model.used)
+        with self.engine.connect() as c:
+            store_id = c.execute(sa.select(stores.c.store_id).where(stores.c.store_key == self.key)).scalar()
+        if store_id is None:
+            return
+        expected = self.model.expire(days)
+        with self.engine.begin() as c:
+            deleted = expire_files(c, days=days, store_id=store_id, now=self.now)
+        assert deleted == len(expected), (expected, deleted)
+        live = [p for p in expected if used_before[p] >= self.now - dt.timedelta(days=days)]
+        assert live == [], f"the model itself would delete live files: {live}"
+
+    @invariant()
+    def no_live_file_is_missing(self) -> None:
+        state, _ = self._state(self.key)
+        assert set(self.model.files) == set(state)
+
+
+def test_expiry_never_deletes_a_file_used_within_days_under_a_controlled_clock(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dbmemory.db import dialect
+
+    examples, steps = _budget(engine)
+    holder: dict[str, Any] = {}
+    machine = type("Machine", (ExpiryMachine,), {"engine": engine})
+    original_init = machine.__init__
+
+    def init(self: Any) -> None:
+        holder["machine"] = self
+        original_init(self)
+
+    machine.__init__ = init  # type: ignore[method-assign]
+    monkeypatch.setattr(
+        dialect, "utcnow", lambda: holder["machine"].now if "machine" in holder else dt.datetime.now(dt.timezone.utc)
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=max(10, examples // 2),
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )

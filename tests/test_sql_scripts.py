@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Engine
 
 from dbmemory import sqlgen
 from dbmemory.db import migrate, schema
+from dbmemory.touch import TOUCH_INTERVAL
 from dbmemory.db.engine import create_engine
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
@@ -199,15 +200,42 @@ def test_oracle_expiry_procedure_mirrors_the_python_rule() -> None:
     text = sqlgen.expiry_procedure_sql("oracle")[0]
     for needle in (
         "SYS_EXTRACT_UTC(SYSTIMESTAMP)",
-        "NUMTODSINTERVAL(p_days, 'DAY')",
-        "expiry_exempt = 0",
-        "last_accessed_at < v_cutoff",
+        "v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;",
+        "c_touch_interval CONSTANT INTERVAL DAY TO SECOND := NUMTODSINTERVAL(3600, 'SECOND');",
+        "-- dbmemory.touch.TOUCH_INTERVAL",
+        "IF p_days IS NULL OR p_days * 86400 < 3600 OR p_days > 100000 THEN",
+        "f.expiry_exempt = 0",
+        "f.last_accessed_at < v_cutoff",
+        "r.file_id = f.file_id AND r.read_at >= v_cutoff",
+        "LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;",
+        "FOR UPDATE SKIP LOCKED;",
+        "FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;",
+        "BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;",
         "'expire', 'expiry-job'",
         "RAISE_APPLICATION_ERROR",
         "COMMIT;",
     ):
         assert needle in text, needle
     assert "body" not in text.lower(), "the job never reads the CLOB"
+    assert "FETCH FIRST" not in text, "ORA-02014 with FOR UPDATE"
+
+
+def test_the_oracle_job_starts_in_a_named_time_zone_region() -> None:
+    script = sqlgen.render_expiry_job("oracle")
+    assert "start_date      => SYSTIMESTAMP AT TIME ZONE 'UTC'," in script
+
+
+@pytest.mark.parametrize("dialect", sqlgen.DIALECTS)
+def test_every_expiry_procedure_carries_the_python_rule(dialect: str) -> None:
+    """Days check, cutoff with the touch interval, the job lock, NOT EXISTS a recorded read,
+    the rule again in the delete, the orphan purge: rendered from the Python constants."""
+    text = "\n".join(sqlgen.expiry_procedure_sql(dialect))
+    assert f"p_days * 86400 < {int(TOUCH_INTERVAL.total_seconds())}" in text
+    assert "days must be a number of at least 0.0416667" in text
+    assert "dbmemory.touch.TOUCH_INTERVAL" in text
+    assert "dbm_job_locks" in text
+    assert text.count("NOT EXISTS (SELECT 1 FROM dbm_file_reads r") == 2, "select and delete"
+    assert "r.read_at < v_cutoff" in text, "old orphaned reads are purged"
 
 
 # -- live: run the scripts with the database's own client --------------------------------------
@@ -336,16 +364,22 @@ class _Seed:
     chars: int
     exempt: bool
     age: dt.timedelta
+    read_age: dt.timedelta | None = None
+    """Age of the file's recorded read in dbm_file_reads (None: none recorded)."""
 
 
 def _seed_rows() -> list[_Seed]:
-    """A data set around the cut-off: old/new, exempt or not, several stores, more than one
-    batch (1,000) of expirable files; an hour of margin either side of the boundary."""
+    """A data set around the cut-off (days + the touch interval): old/new, exempt or not, read
+    recently or long ago, several stores, more than one batch (1,000) of expirable files; half
+    an hour of margin either side of the boundary."""
     day = dt.timedelta(days=1)
     hour = dt.timedelta(hours=1)
     rows = [
-        _Seed("agent:A", "/memories/old.md", 11, False, DAYS * day + hour),
+        _Seed("agent:A", "/memories/old.md", 11, False, DAYS * day + 2 * hour),
         _Seed("agent:A", "/memories/new.md", 12, False, DAYS * day - hour),
+        _Seed("agent:A", "/memories/within-interval.md", 12, False, DAYS * day + hour / 2),
+        _Seed("agent:A", "/memories/read-lately.md", 9, False, 90 * day, read_age=DAYS * day - hour),
+        _Seed("agent:A", "/memories/read-long-ago.md", 8, False, 90 * day, read_age=60 * day),
         _Seed("agent:A", "/memories/old-exempt.md", 13, True, 400 * day),
         _Seed("agent:A", "/memories/empty-old.md", 0, False, 90 * day),
         _Seed("user:A:bob", "/memories/memory.md", 14, True, 90 * day),
@@ -390,6 +424,20 @@ def _seed(engine: Engine, rows: list[_Seed], now: dt.datetime) -> None:
                 for r in rows
             ],
         )
+        read = [r for r in rows if r.read_age is not None]
+        if read:
+            ids = {
+                p: i
+                for p, i in c.execute(
+                    sa.select(schema.files.c.file_path, schema.files.c.file_id).where(
+                        schema.files.c.file_path.in_([r.path for r in read])
+                    )
+                )
+            }
+            c.execute(
+                sa.insert(schema.file_reads),
+                [{"file_id": ids[r.path], "read_at": now - r.read_age} for r in read],
+            )
 
 
 def _snapshot(engine: Engine) -> tuple[set[tuple[str, str]], list[tuple[object, ...]]]:
@@ -456,9 +504,14 @@ def _call_procedure(engine: Engine, server_name: str, days: float) -> int:
 def _expected(
     rows: list[_Seed], days: float
 ) -> tuple[set[tuple[str, str]], list[tuple[object, ...]]]:
-    """The Python rule, written out: not exempt and last touch older than now - days."""
-    cutoff_age = dt.timedelta(days=days)
-    gone = [r for r in rows if not r.exempt and r.age > cutoff_age]
+    """The Python rule, written out: not exempt, last write and last recorded read both older
+    than now - days - the touch interval."""
+    cutoff_age = dt.timedelta(days=days) + TOUCH_INTERVAL
+    gone = [
+        r
+        for r in rows
+        if not r.exempt and r.age > cutoff_age and (r.read_age is None or r.read_age > cutoff_age)
+    ]
     remaining = {(r.store_key, r.path) for r in rows if r not in gone}
     events = sorted(
         ("expire", sqlgen.EXPIRY_ACTOR, r.store_key, r.path, r.chars, None) for r in gone
@@ -489,15 +542,43 @@ def test_expiry_procedure_deletes_exactly_what_the_python_rule_deletes(
     assert _call_procedure(server_engine, server_name, days) == 0
 
 
-@pytest.mark.parametrize("days", [0, -3])
-def test_expiry_procedure_rejects_days_that_are_not_positive(
-    server_engine: Engine, server_name: str, days: int
+@pytest.mark.parametrize("days", [0, -3, 0.001, 0.04])
+def test_expiry_procedure_rejects_days_below_the_touch_interval(
+    server_engine: Engine, server_name: str, days: float
 ) -> None:
     _install_procedure(server_engine, _dialect_folder(server_name))
     _seed(server_engine, _seed_rows()[:4], dt.datetime.now(dt.timezone.utc))
-    with pytest.raises(sa.exc.DBAPIError, match="days must be greater than 0"):
+    with pytest.raises(sa.exc.DBAPIError, match="days must be a number of at least 0.0416667"):
         _call_procedure(server_engine, server_name, days)
     assert len(_snapshot(server_engine)[0]) == 4
+
+
+def test_expiry_procedure_keeps_a_file_read_through_dbmemory_and_forgets_reads_of_gone_files(
+    server_engine: Engine, server_name: str
+) -> None:
+    """A file read through the MEMORY tool (its read recorded in dbm_file_reads) survives the
+    SQL job; old recorded reads of files that no longer exist are purged."""
+    from dbmemory import enable_for_agent
+    from dbmemory.tool import MemoryTool
+
+    _install_procedure(server_engine, _dialect_folder(server_name))
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=90)
+    with server_engine.begin() as c:
+        enable_for_agent(c, "JOB")
+        tool = MemoryTool(c, "JOB")
+        for name in ("read", "unread"):
+            tool.execute({"command": "create", "path": f"/memories/{name}.md", "file_text": name})
+        c.execute(sa.update(schema.files).values(last_accessed_at=old))
+        c.execute(sa.insert(schema.file_reads).values(file_id=10**9, read_at=old))
+    with server_engine.connect() as c:
+        assert "read" in MemoryTool(c, "JOB").execute({"command": "view", "path": "/memories/read.md"})
+        c.commit()
+    assert _call_procedure(server_engine, server_name, 1) == 1
+    remaining, events = _snapshot(server_engine)
+    assert remaining == {("agent:JOB", "/memories/read.md")}
+    assert [e[3] for e in events if e[0] == "expire"] == ["/memories/unread.md"]
+    with server_engine.connect() as c:
+        assert 10**9 not in set(c.execute(sa.select(schema.file_reads.c.file_id)).scalars())
 
 
 def test_expiry_procedure_and_files_expire_files_delete_and_audit_the_same(

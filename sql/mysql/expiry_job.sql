@@ -26,59 +26,101 @@ CREATE PROCEDURE dbm_expire_files(IN p_days DECIMAL(12, 6), OUT p_expired BIGINT
     MODIFIES SQL DATA
     COMMENT 'dbmemory: delete files untouched for more than p_days days'
 BEGIN
-    -- Deletes files untouched for more than p_days days (24-hour days, fractions allowed,
-    -- UTC) that are not expiry-exempt, 1000 per batch with a COMMIT after each
-    -- batch, and writes one 'expire' audit event per file. Same rule as
-    -- dbmemory.files.expire_files.
+    -- Deletes the files neither written nor read for more than p_days days (24-hour days,
+    -- fractions allowed, UTC; cutoff = now - p_days - the touch interval of 3600 s, since a
+    -- read within the interval of a file's last touch is not recorded) that are not
+    -- expiry-exempt and have no recorded read since the cutoff, 1000 per batch with a
+    -- COMMIT after each batch, and writes one 'expire' audit event per file really deleted. Each
+    -- batch locks the 'expiry' row of dbm_job_locks, so it waits for reads being recorded, and
+    -- deletes with the rule again. Same rule as dbmemory.expiry.expire_files.
     DECLARE c_batch_size INT DEFAULT 1000;
+    DECLARE c_touch_interval_s INT DEFAULT 3600; -- dbmemory.touch.TOUCH_INTERVAL
     DECLARE v_now DATETIME(6);
     DECLARE v_cutoff DATETIME(6);
     DECLARE v_batch BIGINT DEFAULT 0;
-    DECLARE v_message VARCHAR(200);
+    DECLARE v_lock VARCHAR(30);
+    DECLARE v_message VARCHAR(300);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
         DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
         RESIGNAL;
     END;
-    IF p_days IS NULL OR p_days <= 0 THEN
-        SET v_message = CONCAT('dbm_expire_files: days must be greater than 0, got ',
+    IF p_days IS NULL OR p_days * 86400 < 3600 OR p_days > 100000 THEN
+        SET v_message = CONCAT('dbm_expire_files: days must be a number of at least 0.0416667 (1 hour, the touch interval) and at most 100000, got ',
                                COALESCE(CAST(p_days AS CHAR), 'NULL'));
         SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = v_message;
     END IF;
     SET v_now = UTC_TIMESTAMP(6);
-    SET v_cutoff = v_now - INTERVAL CAST(ROUND(p_days * 86400000000) AS SIGNED) MICROSECOND;
+    SET v_cutoff = v_now - INTERVAL CAST(ROUND(p_days * 86400000000) AS SIGNED) MICROSECOND
+                         - INTERVAL c_touch_interval_s SECOND;
     SET p_expired = 0;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
-    CREATE TEMPORARY TABLE dbm_expire_batch (file_id BIGINT NOT NULL PRIMARY KEY);
+    CREATE TEMPORARY TABLE dbm_expire_batch (
+        file_id BIGINT NOT NULL PRIMARY KEY,
+        store_id BIGINT NULL,
+        file_path VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+        char_count INT NULL
+    );
     batch_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
+        -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
+        SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         DELETE FROM dbm_expire_batch;
-        INSERT INTO dbm_expire_batch (file_id)
-            SELECT file_id
-              FROM dbm_files
-             WHERE expiry_exempt = 0
-               AND last_accessed_at < v_cutoff
-             ORDER BY file_id
+        INSERT INTO dbm_expire_batch (file_id, store_id, file_path, char_count)
+            SELECT f.file_id, f.store_id, f.file_path, f.char_count
+              FROM dbm_files f
+             WHERE f.expiry_exempt = 0
+       AND f.last_accessed_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
+             ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE;
+               FOR UPDATE SKIP LOCKED;
+        -- delete with the rule again, then keep in the batch only what is really gone
+        DELETE f FROM dbm_files f
+          JOIN dbm_expire_batch b ON b.file_id = f.file_id
+         WHERE f.expiry_exempt = 0
+       AND f.last_accessed_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff);
+        DELETE b FROM dbm_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, created_at)
-        SELECT f.store_id, s.store_key, f.file_path, 'expire', 'expiry-job',
-               f.char_count, NULL, v_now
+        SELECT b.store_id, s.store_key, b.file_path, 'expire', 'expiry-job',
+               b.char_count, NULL, v_now
           FROM dbm_expire_batch b
-          JOIN dbm_files f ON f.file_id = b.file_id
-          LEFT JOIN dbm_stores s ON s.store_id = f.store_id
-         ORDER BY f.file_id;
+          LEFT JOIN dbm_stores s ON s.store_id = b.store_id
+         ORDER BY b.file_id;
         SET v_batch = ROW_COUNT();
-        DELETE f FROM dbm_files f JOIN dbm_expire_batch b ON b.file_id = f.file_id;
+        DELETE fr FROM dbm_file_reads fr JOIN dbm_expire_batch b ON b.file_id = fr.file_id;
         COMMIT;
         IF v_batch = 0 THEN
             LEAVE batch_loop;
         END IF;
         SET p_expired = p_expired + v_batch;
     END LOOP batch_loop;
+    -- recorded reads older than the cutoff of files that are gone
+    purge_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        DELETE FROM dbm_expire_batch;
+        INSERT INTO dbm_expire_batch (file_id)
+            SELECT r.file_id
+              FROM dbm_file_reads r
+             WHERE r.read_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED;
+        SET v_batch = ROW_COUNT();
+        DELETE fr FROM dbm_file_reads fr JOIN dbm_expire_batch b ON b.file_id = fr.file_id;
+        COMMIT;
+        IF v_batch < c_batch_size THEN
+            LEAVE purge_loop;
+        END IF;
+    END LOOP purge_loop;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
 END//
 DELIMITER ;

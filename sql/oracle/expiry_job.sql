@@ -17,35 +17,58 @@ CREATE OR REPLACE PROCEDURE dbm_expire_files (
   p_days    IN  NUMBER,
   p_expired OUT NUMBER
 ) AS
-  -- Deletes files untouched for more than p_days days (24-hour days, fractions allowed, UTC)
-  -- that are not expiry-exempt, 1000 per batch with a COMMIT after each batch, and
-  -- writes one 'expire' audit event per file. Same rule as dbmemory.files.expire_files.
-  c_batch_size CONSTANT PLS_INTEGER := 1000;
+  -- Deletes the files neither written nor read for more than p_days days (24-hour days,
+  -- fractions allowed, UTC; cutoff = now - p_days - the touch interval of 3600 s, since a
+  -- read within the interval of a file's last touch is not recorded) that are not
+  -- expiry-exempt and have no recorded read since the cutoff, 1000 per batch with a
+  -- COMMIT after each batch, and writes one 'expire' audit event per file really deleted. Each
+  -- batch locks the 'expiry' row of dbm_job_locks, so it waits for reads being recorded, and
+  -- deletes with the rule again. Same rule as dbmemory.expiry.expire_files.
+  c_batch_size     CONSTANT PLS_INTEGER := 1000;
+  -- dbmemory.touch.TOUCH_INTERVAL
+  c_touch_interval CONSTANT INTERVAL DAY TO SECOND := NUMTODSINTERVAL(3600, 'SECOND');
   TYPE t_numbers IS TABLE OF NUMBER;
   TYPE t_paths IS TABLE OF dbm_files.file_path%TYPE;
   v_now       TIMESTAMP := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   v_cutoff    TIMESTAMP;
+  v_ids       t_numbers;
+  v_file_ids  t_numbers;
   v_store_ids t_numbers;
   v_sizes     t_numbers;
   v_paths     t_paths;
   v_batch     PLS_INTEGER;
+  CURSOR c_candidates (p_cutoff TIMESTAMP) IS
+    SELECT f.file_id
+      FROM dbm_files f
+     WHERE f.expiry_exempt = 0
+       AND f.last_accessed_at < p_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= p_cutoff)
+       FOR UPDATE SKIP LOCKED;
 BEGIN
-  IF p_days IS NULL OR p_days <= 0 THEN
+  IF p_days IS NULL OR p_days * 86400 < 3600 OR p_days > 100000 THEN
     RAISE_APPLICATION_ERROR(-20001,
-      'dbm_expire_files: days must be greater than 0, got ' || NVL(TO_CHAR(p_days), 'NULL'));
+      'dbm_expire_files: days must be a number of at least 0.0416667 (1 hour, the touch interval) and at most 100000, got ' || NVL(TO_CHAR(p_days), 'NULL'));
   END IF;
-  v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY');
+  v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;
   p_expired := 0;
   LOOP
-    DELETE FROM dbm_files
-     WHERE expiry_exempt = 0
-       AND last_accessed_at < v_cutoff
-       AND ROWNUM <= c_batch_size
-    RETURNING store_id, file_path, char_count
-      BULK COLLECT INTO v_store_ids, v_paths, v_sizes;
-    v_batch := SQL%ROWCOUNT;
-    EXIT WHEN v_batch = 0;
-    FORALL i IN 1 .. v_store_ids.COUNT
+    -- a table lock: reads being recorded hold it in ROW SHARE mode (dbmemory.db.dialect.job_lock)
+    LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
+    OPEN c_candidates(v_cutoff);
+    FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;
+    CLOSE c_candidates;
+    EXIT WHEN v_ids.COUNT = 0;
+    FORALL i IN 1 .. v_ids.COUNT
+      DELETE FROM dbm_files f
+       WHERE f.file_id = v_ids(i)
+         AND f.expiry_exempt = 0
+       AND f.last_accessed_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
+      RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;
+    FORALL i IN 1 .. v_file_ids.COUNT
       INSERT INTO dbm_audit_events
         (store_id, store_key, file_path, action_name, actor_name,
          chars_before, chars_after, created_at)
@@ -53,10 +76,23 @@ BEGIN
         (v_store_ids(i),
          (SELECT s.store_key FROM dbm_stores s WHERE s.store_id = v_store_ids(i)),
          v_paths(i), 'expire', 'expiry-job', v_sizes(i), NULL, v_now);
+    FORALL i IN 1 .. v_file_ids.COUNT
+      DELETE FROM dbm_file_reads WHERE file_id = v_file_ids(i);
     COMMIT;
-    p_expired := p_expired + v_batch;
+    p_expired := p_expired + v_file_ids.COUNT;
+    EXIT WHEN v_ids.COUNT < c_batch_size;
   END LOOP;
   COMMIT;
+  -- recorded reads older than the cutoff of files that are gone
+  LOOP
+    DELETE FROM dbm_file_reads r
+     WHERE r.read_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+       AND ROWNUM <= c_batch_size;
+    v_batch := SQL%ROWCOUNT;
+    COMMIT;
+    EXIT WHEN v_batch < c_batch_size;
+  END LOOP;
 END dbm_expire_files;
 /
 
@@ -73,7 +109,8 @@ BEGIN
 END;
 /
 
--- (Re)create the daily job at 03:15 (database time zone).
+-- (Re)create the daily job at 03:15 UTC: the start date is in the named region 'UTC' (not an
+-- offset), so the schedule never shifts with daylight saving time.
 DECLARE
   v_count PLS_INTEGER;
 BEGIN
@@ -85,7 +122,7 @@ BEGIN
     job_name        => 'DBM_EXPIRE_FILES_JOB',
     job_type        => 'PLSQL_BLOCK',
     job_action      => 'DECLARE n NUMBER; BEGIN dbm_expire_files(&expiry_days, n); END;',
-    start_date      => SYSTIMESTAMP,
+    start_date      => SYSTIMESTAMP AT TIME ZONE 'UTC',
     repeat_interval => 'FREQ=DAILY; BYHOUR=3; BYMINUTE=15; BYSECOND=0',
     enabled         => TRUE,
     comments        => 'dbmemory: delete memory files untouched for &expiry_days days');

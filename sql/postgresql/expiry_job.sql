@@ -20,37 +20,58 @@ CREATE OR REPLACE PROCEDURE dbm_expire_files(
 )
 LANGUAGE plpgsql
 AS $proc$
--- Deletes files untouched for more than p_days days (24-hour days, fractions allowed, UTC)
--- that are not expiry-exempt, 1000 per batch with a COMMIT after each batch
--- (so CALL it outside an explicit transaction), and writes one 'expire' audit event per
--- file. Same rule as dbmemory.files.expire_files.
+-- Deletes the files neither written nor read for more than p_days days (24-hour days,
+-- fractions allowed, UTC; cutoff = now - p_days - the touch interval of 3600 s, since a
+-- read within the interval of a file's last touch is not recorded) that are not
+-- expiry-exempt and have no recorded read since the cutoff, 1000 per batch with a
+-- COMMIT after each batch, and writes one 'expire' audit event per file really deleted. Each
+-- batch locks the 'expiry' row of dbm_job_locks, so it waits for reads being recorded, and
+-- deletes with the rule again. Same rule as dbmemory.expiry.expire_files.
+-- CALL it outside an explicit transaction, at READ COMMITTED.
 DECLARE
     c_batch_size CONSTANT integer := 1000;
+    -- dbmemory.touch.TOUCH_INTERVAL
+    c_touch_interval CONSTANT interval := make_interval(secs => 3600);
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz;
     v_batch bigint;
 BEGIN
-    IF p_days IS NULL OR p_days <= 0 THEN
-        RAISE EXCEPTION 'dbm_expire_files: days must be greater than 0, got %',
+    IF p_days IS NULL OR p_days * 86400 < 3600 OR p_days > 100000 THEN
+        RAISE EXCEPTION 'dbm_expire_files: days must be a number of at least 0.0416667 (1 hour, the touch interval) and at most 100000, got %',
             coalesce(p_days::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_cutoff := v_now - make_interval(secs => p_days * 86400);
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'dbm_expire_files: run it at READ COMMITTED (a snapshot taken before the expiry lock would hide reads recorded meanwhile), not %',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    v_cutoff := v_now - make_interval(secs => p_days * 86400) - c_touch_interval;
     p_expired := 0;
     LOOP
+        -- reads being recorded hold this row FOR SHARE (dbmemory.touch)
+        PERFORM 1 FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         WITH doomed AS (
-            SELECT file_id
-              FROM dbm_files
-             WHERE expiry_exempt = false
-               AND last_accessed_at < v_cutoff
-             ORDER BY file_id
+            SELECT f.file_id
+              FROM dbm_files f
+             WHERE f.expiry_exempt = false
+       AND f.last_accessed_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
+             ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE SKIP LOCKED
+               FOR UPDATE OF f SKIP LOCKED
         ), gone AS (
             DELETE FROM dbm_files f
              USING doomed d
              WHERE f.file_id = d.file_id
+               AND f.expiry_exempt = false
+       AND f.last_accessed_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                        WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
             RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        ), forgotten AS (
+            DELETE FROM dbm_file_reads fr USING gone g WHERE fr.file_id = g.file_id
         )
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
@@ -61,9 +82,23 @@ BEGIN
           LEFT JOIN dbm_stores s ON s.store_id = g.store_id
          ORDER BY g.file_id;
         GET DIAGNOSTICS v_batch = ROW_COUNT;
+        COMMIT;
         EXIT WHEN v_batch = 0;
         p_expired := p_expired + v_batch;
+    END LOOP;
+    -- recorded reads older than the cutoff of files that are gone
+    LOOP
+        DELETE FROM dbm_file_reads
+         WHERE file_id IN (
+            SELECT r.file_id
+              FROM dbm_file_reads r
+             WHERE r.read_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS v_batch = ROW_COUNT;
         COMMIT;
+        EXIT WHEN v_batch < c_batch_size;
     END LOOP;
 END
 $proc$;

@@ -414,7 +414,8 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
     """One file with its text (one ``SELECT``).
 
     Args:
-        touch: also record the read for expiry (best effort; see :mod:`dbmemory.touch`).
+        touch: also record the read for expiry, durably before returning (see
+            :mod:`dbmemory.touch`; on SQLite it joins the caller's transaction).
 
     Returns:
         :class:`FileRecord`; ``text`` is ``""`` for an empty file on every backend.
@@ -423,15 +424,18 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         InvalidPathError: invalid path.
         InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``; ``touch`` not
             a bool.
-        NotFoundError: no file at ``path`` (it may be a directory).
+        NotFoundError: no file at ``path`` (it may be a directory), or (``touch``) it was
+            removed between the read and its touch.
+        ConflictError: (``touch``) the touch waited too long for a running expiry: retry.
     """
     _v.arguments(conn=conn, store_id=store_id, touch=touch)
     path = normalize_path(path)
-    row = _select_file(conn, st.SELECT_FILE, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
+    stmt = st.SELECT_FILE_READ if touch else st.SELECT_FILE
+    row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
     if row is None:
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
     if touch:
-        touch_after_read(conn, row.file_id, row.last_accessed_at)
+        touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
     return _record(row)
 
 
@@ -447,7 +451,8 @@ def read_path(
 ) -> FileRecord | list[FileInfo]:
     """What ``view`` shows: a file (touched) or the files under a directory.
 
-    A file costs one ``SELECT`` (plus the best-effort touch), also for a :class:`StoreRef`
+    A file costs one ``SELECT`` (plus, at most once per file per hour, the touch that records
+    the read durably before this returns: :mod:`dbmemory.touch`), also for a :class:`StoreRef`
     whose store id is not known yet (the file is read by store key); the root costs one
     ``SELECT``.
 
@@ -481,9 +486,9 @@ def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -
         key = store.store_key
         if is_root(path):
             return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
-        row = _select_file(conn, st.SELECT_FILE_BY_KEY, {"p_key": key, "p_ph": path_hash(path)}, path)
+        row = _select_file(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": key, "p_ph": path_hash(path)}, path)
         if row is not None:
-            touch_after_read(conn, row.file_id, row.last_accessed_at)
+            touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
             return _record(row)
         entries = _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
         if entries:

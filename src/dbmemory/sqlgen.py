@@ -10,10 +10,14 @@ For each of ``oracle``, ``postgresql`` and ``mysql`` (MySQL and MariaDB):
   :func:`dbmemory.files.expire_files`, and a daily schedule for it (Oracle ``DBMS_SCHEDULER``,
   PostgreSQL ``pg_cron``, MySQL/MariaDB ``EVENT``).
 
-The expiry rule (identical to the Python API): delete every row of ``dbm_files`` whose
-``expiry_exempt`` is false and whose ``last_accessed_at`` (last read or write, UTC) is older
-than *now (UTC) - days* (24-hour days, no daylight-saving shifts); ``days`` must be
-greater than 0 (fractions allowed). Each deleted file gets one ``dbm_audit_events`` row:
+The expiry rule (identical to the Python API, :mod:`dbmemory.expiry`; rendered from its
+constants): delete every row of ``dbm_files`` whose ``expiry_exempt`` is false, whose
+``last_accessed_at`` (last write, UTC) is older than the cutoff and that has no read recorded in
+``dbm_file_reads`` at or after it; the cutoff is *now (UTC) - days - the touch interval*
+(24-hour days, no daylight-saving shifts; the interval is one hour). ``days`` must be at least
+1/24 (one hour) and at most 100,000 (fractions allowed). Each batch locks the ``expiry`` row of
+``dbm_job_locks`` (Oracle: the table) and deletes with the rule again; audit events come from
+what was really deleted. Each deleted file gets one ``dbm_audit_events`` row:
 ``action_name='expire'``, ``actor_name='expiry-job'``, its store id and key, its path,
 ``chars_before`` = its size in characters, ``chars_after`` NULL, ``created_at`` = the run's
 UTC time. The procedures delete in batches of 1,000 files and commit after each batch, so run
@@ -40,6 +44,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dbmemory.db.schema import VERSION_TABLE
+from dbmemory.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
+from dbmemory.touch import TOUCH_INTERVAL
 
 __all__ = [
     "DIALECTS",
@@ -319,39 +325,79 @@ def render_uninstall(dialect: str) -> str:
 
 # -- expiry procedures --------------------------------------------------------------------------
 
+# The rule of dbmemory.expiry, rendered from the Python constants it mirrors:
+# dbmemory.touch.TOUCH_INTERVAL (the cutoff is now - days - the interval), MIN_EXPIRY_DAYS and
+# MAX_EXPIRY_DAYS (the days check), dbmemory.statements.expiry_rule (the WHERE clause).
+_INTERVAL_S = int(TOUCH_INTERVAL.total_seconds())
+_DAYS_RULE = (
+    f"days must be a number of at least {MIN_EXPIRY_DAYS:.6g} "
+    f"({_INTERVAL_S // 3600} hour, the touch interval) and at most {MAX_EXPIRY_DAYS}"
+)
+_DAYS_BAD = f"p_days IS NULL OR p_days * 86400 < {_INTERVAL_S} OR p_days > {MAX_EXPIRY_DAYS}"
+
+
+def _rule(alias: str, cutoff: str, false: str) -> str:
+    """The expiry rule on ``dbm_files {alias}`` (as :func:`dbmemory.statements.expiry_rule`)."""
+    return (
+        f"{alias}.expiry_exempt = {false}\n"
+        f"       AND {alias}.last_accessed_at < {cutoff}\n"
+        f"       AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r\n"
+        f"                        WHERE r.file_id = {alias}.file_id AND r.read_at >= {cutoff})"
+    )
+
+
+_RULE_COMMENT = f"""Deletes the files neither written nor read for more than p_days days (24-hour days,
+  -- fractions allowed, UTC; cutoff = now - p_days - the touch interval of {_INTERVAL_S} s, since a
+  -- read within the interval of a file's last touch is not recorded) that are not
+  -- expiry-exempt and have no recorded read since the cutoff, {EXPIRY_BATCH_SIZE} per batch with a
+  -- COMMIT after each batch, and writes one 'expire' audit event per file really deleted. Each
+  -- batch locks the 'expiry' row of dbm_job_locks, so it waits for reads being recorded, and
+  -- deletes with the rule again. Same rule as dbmemory.expiry.expire_files."""
+
 _ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC} (
   p_days    IN  NUMBER,
   p_expired OUT NUMBER
 ) AS
-  -- Deletes files untouched for more than p_days days (24-hour days, fractions allowed, UTC)
-  -- that are not expiry-exempt, {EXPIRY_BATCH_SIZE} per batch with a COMMIT after each batch, and
-  -- writes one 'expire' audit event per file. Same rule as dbmemory.files.expire_files.
-  c_batch_size CONSTANT PLS_INTEGER := {EXPIRY_BATCH_SIZE};
+  -- {_RULE_COMMENT}
+  c_batch_size     CONSTANT PLS_INTEGER := {EXPIRY_BATCH_SIZE};
+  -- dbmemory.touch.TOUCH_INTERVAL
+  c_touch_interval CONSTANT INTERVAL DAY TO SECOND := NUMTODSINTERVAL({_INTERVAL_S}, 'SECOND');
   TYPE t_numbers IS TABLE OF NUMBER;
   TYPE t_paths IS TABLE OF dbm_files.file_path%TYPE;
   v_now       TIMESTAMP := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   v_cutoff    TIMESTAMP;
+  v_ids       t_numbers;
+  v_file_ids  t_numbers;
   v_store_ids t_numbers;
   v_sizes     t_numbers;
   v_paths     t_paths;
   v_batch     PLS_INTEGER;
+  CURSOR c_candidates (p_cutoff TIMESTAMP) IS
+    SELECT f.file_id
+      FROM dbm_files f
+     WHERE {_rule("f", "p_cutoff", "0")}
+       FOR UPDATE SKIP LOCKED;
 BEGIN
-  IF p_days IS NULL OR p_days <= 0 THEN
+  IF {_DAYS_BAD} THEN
     RAISE_APPLICATION_ERROR(-20001,
-      '{_PROC}: days must be greater than 0, got ' || NVL(TO_CHAR(p_days), 'NULL'));
+      '{_PROC}: {_DAYS_RULE}, got ' || NVL(TO_CHAR(p_days), 'NULL'));
   END IF;
-  v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY');
+  v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;
   p_expired := 0;
   LOOP
-    DELETE FROM dbm_files
-     WHERE expiry_exempt = 0
-       AND last_accessed_at < v_cutoff
-       AND ROWNUM <= c_batch_size
-    RETURNING store_id, file_path, char_count
-      BULK COLLECT INTO v_store_ids, v_paths, v_sizes;
-    v_batch := SQL%ROWCOUNT;
-    EXIT WHEN v_batch = 0;
-    FORALL i IN 1 .. v_store_ids.COUNT
+    -- a table lock: reads being recorded hold it in ROW SHARE mode (dbmemory.db.dialect.job_lock)
+    LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
+    OPEN c_candidates(v_cutoff);
+    FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;
+    CLOSE c_candidates;
+    EXIT WHEN v_ids.COUNT = 0;
+    FORALL i IN 1 .. v_ids.COUNT
+      DELETE FROM dbm_files f
+       WHERE f.file_id = v_ids(i)
+         AND {_rule("f", "v_cutoff", "0")}
+      RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;
+    FORALL i IN 1 .. v_file_ids.COUNT
       INSERT INTO dbm_audit_events
         (store_id, store_key, file_path, action_name, actor_name,
          chars_before, chars_after, created_at)
@@ -359,10 +405,23 @@ BEGIN
         (v_store_ids(i),
          (SELECT s.store_key FROM dbm_stores s WHERE s.store_id = v_store_ids(i)),
          v_paths(i), 'expire', '{EXPIRY_ACTOR}', v_sizes(i), NULL, v_now);
+    FORALL i IN 1 .. v_file_ids.COUNT
+      DELETE FROM dbm_file_reads WHERE file_id = v_file_ids(i);
     COMMIT;
-    p_expired := p_expired + v_batch;
+    p_expired := p_expired + v_file_ids.COUNT;
+    EXIT WHEN v_ids.COUNT < c_batch_size;
   END LOOP;
   COMMIT;
+  -- recorded reads older than the cutoff of files that are gone
+  LOOP
+    DELETE FROM dbm_file_reads r
+     WHERE r.read_at < v_cutoff
+       AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+       AND ROWNUM <= c_batch_size;
+    v_batch := SQL%ROWCOUNT;
+    COMMIT;
+    EXIT WHEN v_batch < c_batch_size;
+  END LOOP;
 END {_PROC};"""
 
 _PG_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC}(
@@ -371,37 +430,46 @@ _PG_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC}(
 )
 LANGUAGE plpgsql
 AS $proc$
--- Deletes files untouched for more than p_days days (24-hour days, fractions allowed, UTC)
--- that are not expiry-exempt, {EXPIRY_BATCH_SIZE} per batch with a COMMIT after each batch
--- (so CALL it outside an explicit transaction), and writes one 'expire' audit event per
--- file. Same rule as dbmemory.files.expire_files.
+-- {_RULE_COMMENT.replace(chr(10) + "  --", chr(10) + "--")}
+-- CALL it outside an explicit transaction, at READ COMMITTED.
 DECLARE
     c_batch_size CONSTANT integer := {EXPIRY_BATCH_SIZE};
+    -- dbmemory.touch.TOUCH_INTERVAL
+    c_touch_interval CONSTANT interval := make_interval(secs => {_INTERVAL_S});
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz;
     v_batch bigint;
 BEGIN
-    IF p_days IS NULL OR p_days <= 0 THEN
-        RAISE EXCEPTION '{_PROC}: days must be greater than 0, got %',
+    IF {_DAYS_BAD} THEN
+        RAISE EXCEPTION '{_PROC}: {_DAYS_RULE}, got %',
             coalesce(p_days::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_cutoff := v_now - make_interval(secs => p_days * 86400);
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '{_PROC}: run it at READ COMMITTED (a snapshot taken before the expiry lock would hide reads recorded meanwhile), not %',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    v_cutoff := v_now - make_interval(secs => p_days * 86400) - c_touch_interval;
     p_expired := 0;
     LOOP
+        -- reads being recorded hold this row FOR SHARE (dbmemory.touch)
+        PERFORM 1 FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         WITH doomed AS (
-            SELECT file_id
-              FROM dbm_files
-             WHERE expiry_exempt = false
-               AND last_accessed_at < v_cutoff
-             ORDER BY file_id
+            SELECT f.file_id
+              FROM dbm_files f
+             WHERE {_rule("f", "v_cutoff", "false")}
+             ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE SKIP LOCKED
+               FOR UPDATE OF f SKIP LOCKED
         ), gone AS (
             DELETE FROM dbm_files f
              USING doomed d
              WHERE f.file_id = d.file_id
+               AND {_rule("f", "v_cutoff", "false")}
             RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        ), forgotten AS (
+            DELETE FROM dbm_file_reads fr USING gone g WHERE fr.file_id = g.file_id
         )
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
@@ -412,9 +480,23 @@ BEGIN
           LEFT JOIN dbm_stores s ON s.store_id = g.store_id
          ORDER BY g.file_id;
         GET DIAGNOSTICS v_batch = ROW_COUNT;
+        COMMIT;
         EXIT WHEN v_batch = 0;
         p_expired := p_expired + v_batch;
+    END LOOP;
+    -- recorded reads older than the cutoff of files that are gone
+    LOOP
+        DELETE FROM dbm_file_reads
+         WHERE file_id IN (
+            SELECT r.file_id
+              FROM dbm_file_reads r
+             WHERE r.read_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS v_batch = ROW_COUNT;
         COMMIT;
+        EXIT WHEN v_batch < c_batch_size;
     END LOOP;
 END
 $proc$"""
@@ -423,59 +505,89 @@ _MYSQL_PROC = f"""CREATE PROCEDURE {_PROC}(IN p_days DECIMAL(12, 6), OUT p_expir
     MODIFIES SQL DATA
     COMMENT 'dbmemory: delete files untouched for more than p_days days'
 BEGIN
-    -- Deletes files untouched for more than p_days days (24-hour days, fractions allowed,
-    -- UTC) that are not expiry-exempt, {EXPIRY_BATCH_SIZE} per batch with a COMMIT after each
-    -- batch, and writes one 'expire' audit event per file. Same rule as
-    -- dbmemory.files.expire_files.
+    -- {_RULE_COMMENT.replace(chr(10) + "  --", chr(10) + "    --")}
     DECLARE c_batch_size INT DEFAULT {EXPIRY_BATCH_SIZE};
+    DECLARE c_touch_interval_s INT DEFAULT {_INTERVAL_S}; -- dbmemory.touch.TOUCH_INTERVAL
     DECLARE v_now DATETIME(6);
     DECLARE v_cutoff DATETIME(6);
     DECLARE v_batch BIGINT DEFAULT 0;
-    DECLARE v_message VARCHAR(200);
+    DECLARE v_lock VARCHAR(30);
+    DECLARE v_message VARCHAR(300);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
         DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
         RESIGNAL;
     END;
-    IF p_days IS NULL OR p_days <= 0 THEN
-        SET v_message = CONCAT('{_PROC}: days must be greater than 0, got ',
+    IF {_DAYS_BAD} THEN
+        SET v_message = CONCAT('{_PROC}: {_DAYS_RULE}, got ',
                                COALESCE(CAST(p_days AS CHAR), 'NULL'));
         SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = v_message;
     END IF;
     SET v_now = UTC_TIMESTAMP(6);
-    SET v_cutoff = v_now - INTERVAL CAST(ROUND(p_days * 86400000000) AS SIGNED) MICROSECOND;
+    SET v_cutoff = v_now - INTERVAL CAST(ROUND(p_days * 86400000000) AS SIGNED) MICROSECOND
+                         - INTERVAL c_touch_interval_s SECOND;
     SET p_expired = 0;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
-    CREATE TEMPORARY TABLE dbm_expire_batch (file_id BIGINT NOT NULL PRIMARY KEY);
+    CREATE TEMPORARY TABLE dbm_expire_batch (
+        file_id BIGINT NOT NULL PRIMARY KEY,
+        store_id BIGINT NULL,
+        file_path VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+        char_count INT NULL
+    );
     batch_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
+        -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
+        SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         DELETE FROM dbm_expire_batch;
-        INSERT INTO dbm_expire_batch (file_id)
-            SELECT file_id
-              FROM dbm_files
-             WHERE expiry_exempt = 0
-               AND last_accessed_at < v_cutoff
-             ORDER BY file_id
+        INSERT INTO dbm_expire_batch (file_id, store_id, file_path, char_count)
+            SELECT f.file_id, f.store_id, f.file_path, f.char_count
+              FROM dbm_files f
+             WHERE {_rule("f", "v_cutoff", "0")}
+             ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE;
+               FOR UPDATE SKIP LOCKED;
+        -- delete with the rule again, then keep in the batch only what is really gone
+        DELETE f FROM dbm_files f
+          JOIN dbm_expire_batch b ON b.file_id = f.file_id
+         WHERE {_rule("f", "v_cutoff", "0")};
+        DELETE b FROM dbm_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, created_at)
-        SELECT f.store_id, s.store_key, f.file_path, 'expire', '{EXPIRY_ACTOR}',
-               f.char_count, NULL, v_now
+        SELECT b.store_id, s.store_key, b.file_path, 'expire', '{EXPIRY_ACTOR}',
+               b.char_count, NULL, v_now
           FROM dbm_expire_batch b
-          JOIN dbm_files f ON f.file_id = b.file_id
-          LEFT JOIN dbm_stores s ON s.store_id = f.store_id
-         ORDER BY f.file_id;
+          LEFT JOIN dbm_stores s ON s.store_id = b.store_id
+         ORDER BY b.file_id;
         SET v_batch = ROW_COUNT();
-        DELETE f FROM dbm_files f JOIN dbm_expire_batch b ON b.file_id = f.file_id;
+        DELETE fr FROM dbm_file_reads fr JOIN dbm_expire_batch b ON b.file_id = fr.file_id;
         COMMIT;
         IF v_batch = 0 THEN
             LEAVE batch_loop;
         END IF;
         SET p_expired = p_expired + v_batch;
     END LOOP batch_loop;
+    -- recorded reads older than the cutoff of files that are gone
+    purge_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        DELETE FROM dbm_expire_batch;
+        INSERT INTO dbm_expire_batch (file_id)
+            SELECT r.file_id
+              FROM dbm_file_reads r
+             WHERE r.read_at < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.file_id = r.file_id)
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED;
+        SET v_batch = ROW_COUNT();
+        DELETE fr FROM dbm_file_reads fr JOIN dbm_expire_batch b ON b.file_id = fr.file_id;
+        COMMIT;
+        IF v_batch < c_batch_size THEN
+            LEAVE purge_loop;
+        END IF;
+    END LOOP purge_loop;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
 END"""
 
@@ -546,7 +658,8 @@ BEGIN
 END;
 /
 
--- (Re)create the daily job at 03:15 (database time zone).
+-- (Re)create the daily job at 03:15 UTC: the start date is in the named region 'UTC' (not an
+-- offset), so the schedule never shifts with daylight saving time.
 DECLARE
   v_count PLS_INTEGER;
 BEGIN
@@ -558,7 +671,7 @@ BEGIN
     job_name        => '{_ORACLE_JOB}',
     job_type        => 'PLSQL_BLOCK',
     job_action      => 'DECLARE n NUMBER; BEGIN {_PROC}(&expiry_days, n); END;',
-    start_date      => SYSTIMESTAMP,
+    start_date      => SYSTIMESTAMP AT TIME ZONE 'UTC',
     repeat_interval => 'FREQ=DAILY; BYHOUR=3; BYMINUTE=15; BYSECOND=0',
     enabled         => TRUE,
     comments        => 'dbmemory: delete memory files untouched for &expiry_days days');

@@ -23,7 +23,7 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
 from dbmemory.db.dialect import UtcDateTime
-from dbmemory.db.schema import agents, audit_events, files, stores
+from dbmemory.db.schema import EXPIRY_LOCK, agents, audit_events, file_reads, files, job_locks, stores
 
 __all__ = [
     "FILE_COLUMNS",
@@ -59,10 +59,20 @@ __all__ = [
     "DELETE_FILES_BY_ID",
     "DELETE_FILE_BY_ID",
     "MOVE_FILE",
-    "SELECT_TOUCH_CANDIDATES",
-    "TOUCH_FILES",
     "INSERT_AUDIT",
-    "select_expirable",
+    "SELECT_FILE_READ",
+    "SELECT_FILE_READ_BY_KEY",
+    "SELECT_FILE_ALIVE",
+    "INSERT_FILE_READ",
+    "UPDATE_FILE_READ",
+    "SELECT_JOB_LOCK",
+    "expiry_rule",
+    "select_expiry_candidates",
+    "DELETE_EXPIRED",
+    "SELECT_FILES_LEFT",
+    "SELECT_STORE_KEYS",
+    "DELETE_FILE_READS_BY_ID",
+    "select_orphan_reads",
     "count_expirable",
     "select_agent",
     "insert_agent",
@@ -375,23 +385,6 @@ MOVE_FILE = (
 """Give file ``:p_fid`` a new path (rename): ``:p_path``, ``:p_hash``, ``:p_new_version``,
 ``:p_now``."""
 
-SELECT_TOUCH_CANDIDATES = sa.select(files.c.file_id).where(
-    files.c.file_id.in_(_bp("p_ids", expanding=True)),
-    files.c.last_accessed_at < _bp("p_older", type_=_TS),
-)
-"""Ids among ``:p_ids`` whose last touch is older than ``:p_older`` (the touch worker adds
-``FOR UPDATE SKIP LOCKED`` where the backend has it)."""
-
-TOUCH_FILES = (
-    sa.update(files)
-    .where(
-        files.c.file_id.in_(_bp("p_ids", expanding=True)),
-        files.c.last_accessed_at < _bp("p_older", type_=_TS),
-    )
-    .values(last_accessed_at=_bp("p_now", type_=_TS))
-)
-"""Record a read: ``last_accessed_at = :p_now`` where it is older than ``:p_older``."""
-
 INSERT_AUDIT = sa.insert(audit_events)
 """Insert audit events; one dict of values per row (keys: ``store_id``, ``store_key``,
 ``file_path``, ``action_name``, ``actor_name``, ``chars_before``, ``chars_after``,
@@ -509,39 +502,113 @@ def delete_stores_by_id(store_ids: Sequence[int]) -> tuple[sa.Delete, sa.Delete]
     )
 
 
-# -- expiry -----------------------------------------------------------------------------------
+# -- read touches and expiry ------------------------------------------------------------------
+#
+# The rule, in one place (mirrored by the generated procedures of dbmemory.sqlgen): a file
+# expires when it is not exempt, its last write (``last_accessed_at``) is older than the cutoff,
+# and no read of it at or after the cutoff is recorded in ``dbm_file_reads``. The cutoff is
+# ``now - days - TOUCH_INTERVAL`` (:func:`dbmemory.expiry.expiry_cutoff`).
+
+_READ_AT = (
+    sa.select(file_reads.c.read_at)
+    .where(file_reads.c.file_id == files.c.file_id)
+    .scalar_subquery()
+    .label("read_at")
+)
+"""The file's last recorded read, as a column of the file read (a primary-key lookup), so a
+read knows whether it must record a touch without another round trip."""
+
+SELECT_FILE_READ = SELECT_FILE.add_columns(_READ_AT)
+""":data:`SELECT_FILE` plus ``read_at`` (``NULL`` when no read is recorded): a touching read."""
+
+SELECT_FILE_READ_BY_KEY = SELECT_FILE_BY_KEY.add_columns(_READ_AT)
+""":data:`SELECT_FILE_BY_KEY` plus ``read_at``."""
+
+SELECT_FILE_ALIVE = sa.select(files.c.file_id).where(files.c.file_id == _bp("p_fid"))
+"""Whether file ``:p_fid`` still exists (a plain, non-locking read)."""
+
+INSERT_FILE_READ = sa.insert(file_reads).from_select(
+    ["file_id", "read_at"],
+    sa.select(_bp("p_fid", type_=sa.BigInteger()), _bp("p_now", type_=_TS)).where(
+        ~sa.exists().where(file_reads.c.file_id == _bp("p_fid", type_=sa.BigInteger()))
+    ),
+)
+"""Record the first read of ``:p_fid`` at ``:p_now`` (inserts nothing when a row exists). The
+portable half of an upsert, for SQLite's inline touch (one writer at a time); the servers use
+:func:`dbmemory.db.dialect.file_read_upsert`."""
+
+UPDATE_FILE_READ = (
+    sa.update(file_reads)
+    .where(file_reads.c.file_id == _bp("p_fid"), file_reads.c.read_at < _bp("p_now", type_=_TS))
+    .values(read_at=_bp("p_now", type_=_TS))
+)
+"""Move the recorded read of ``:p_fid`` forward to ``:p_now`` (never backwards)."""
+
+SELECT_JOB_LOCK = sa.select(job_locks.c.lock_name).where(job_locks.c.lock_name == EXPIRY_LOCK)
+"""The expiry's row of ``dbm_job_locks``; :func:`dbmemory.db.dialect.job_lock` adds the lock
+(exclusive for an expiry batch, shared for a read's touch)."""
+
+_CUTOFF = _bp("p_cutoff", type_=_TS)
 
 
-def select_expirable(
-    cutoff: dt.datetime, store_id: int | None, limit: int
-) -> sa.Select[Any]:
-    """Up to ``limit`` files untouched since ``cutoff`` and not exempt, with what their audit
-    events need (id, store, store key, path, size)."""
-    stmt = (
-        sa.select(
-            files.c.file_id,
-            files.c.store_id,
-            stores.c.store_key,
-            files.c.file_path,
-            files.c.char_count,
-        )
-        .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
-        .where(files.c.last_accessed_at < cutoff, files.c.expiry_exempt == sa.false())
-        .order_by(files.c.file_id)
-        .limit(limit)
+def expiry_rule(cutoff: Any = _CUTOFF) -> ColumnElement[bool]:
+    """The expiry rule on ``dbm_files`` for ``cutoff`` (default the bind ``:p_cutoff``)."""
+    return sa.and_(
+        files.c.expiry_exempt == sa.false(),
+        files.c.last_accessed_at < cutoff,
+        ~sa.exists().where(
+            file_reads.c.file_id == files.c.file_id, file_reads.c.read_at >= cutoff
+        ),
     )
-    if store_id is not None:
-        stmt = stmt.where(files.c.store_id == store_id)
+
+
+def select_expiry_candidates(by_store: bool) -> sa.Select[Any]:
+    """Files matching the rule at ``:p_cutoff`` (of store ``:p_sid`` when ``by_store``), with
+    what their audit events need: id, store id, path, size. The executor adds the batch limit
+    and ``FOR UPDATE SKIP LOCKED`` of the file rows only
+    (:func:`dbmemory.db.dialect.lock_expiry_candidates`)."""
+    stmt = sa.select(
+        files.c.file_id, files.c.store_id, files.c.file_path, files.c.char_count
+    ).where(expiry_rule())
+    if by_store:
+        stmt = stmt.where(files.c.store_id == _bp("p_sid"))
     return stmt
 
 
-def count_expirable(cutoff: dt.datetime, store_id: int | None) -> sa.Select[Any]:
-    """How many files :func:`select_expirable` would eventually return."""
-    stmt = sa.select(sa.func.count()).select_from(files).where(
-        files.c.last_accessed_at < cutoff, files.c.expiry_exempt == sa.false()
+_IDS = _bp("p_ids", expanding=True)
+
+DELETE_EXPIRED = sa.delete(files).where(files.c.file_id.in_(_IDS), expiry_rule())
+"""Delete the candidates ``:p_ids`` (at most 1,000: Oracle's IN-list limit) that still match
+the rule at ``:p_cutoff``: the delete carries the rule, so a file written or read since the
+candidates were chosen stays."""
+
+SELECT_FILES_LEFT = sa.select(files.c.file_id).where(files.c.file_id.in_(_IDS))
+"""Which of ``:p_ids`` still exist (after :data:`DELETE_EXPIRED`, where the backend has no
+``DELETE ... RETURNING``)."""
+
+SELECT_STORE_KEYS = sa.select(stores.c.store_id, stores.c.store_key).where(
+    stores.c.store_id.in_(_bp("p_sids", expanding=True))
+)
+"""Store keys of ``:p_sids`` for audit events (no lock: writers lock store rows)."""
+
+DELETE_FILE_READS_BY_ID = sa.delete(file_reads).where(file_reads.c.file_id.in_(_IDS))
+"""Forget the recorded reads of deleted files ``:p_ids``."""
+
+
+def select_orphan_reads() -> sa.Select[Any]:
+    """Recorded reads older than ``:p_cutoff`` whose file no longer exists (a store drop, a
+    delete); the executor adds the chunk limit and ``SKIP LOCKED``."""
+    return sa.select(file_reads.c.file_id).where(
+        file_reads.c.read_at < _CUTOFF,
+        ~sa.exists().where(files.c.file_id == file_reads.c.file_id),
     )
-    if store_id is not None:
-        stmt = stmt.where(files.c.store_id == store_id)
+
+
+def count_expirable(by_store: bool) -> sa.Select[Any]:
+    """How many files match the rule at ``:p_cutoff`` (of store ``:p_sid`` when ``by_store``)."""
+    stmt = sa.select(sa.func.count()).select_from(files).where(expiry_rule())
+    if by_store:
+        stmt = stmt.where(files.c.store_id == _bp("p_sid"))
     return stmt
 
 
@@ -596,6 +663,40 @@ def _with_values(stmt: Executable, **values: Any) -> Executable:
         return None
 
     return visitors.replacement_traverse(stmt, {}, replace)
+
+
+def _touch_and_expiry_examples(sample: dict[str, Any]) -> dict[str, Executable]:
+    """The read-touch and expiry statements, in the forms Oracle 19c runs."""
+    from dbmemory.db import dialect
+
+    ora = dialect.oracle19_dialect()
+    values = {**sample, "p_sids": [1, 2], "p_cutoff": sample["p_now"]}
+    return {
+        "select_file_read": SELECT_FILE_READ,
+        "select_file_read_by_key": SELECT_FILE_READ_BY_KEY,
+        "select_file_alive": SELECT_FILE_ALIVE,
+        "insert_file_read": INSERT_FILE_READ,
+        "update_file_read": UPDATE_FILE_READ,
+        "upsert_file_read_oracle": dialect.file_read_upsert(ora),
+        # (Oracle's job lock is a LOCK TABLE statement, which sqlglot cannot parse: checked
+        # in tests/test_expiry_and_touch.py)
+        "select_job_lock": SELECT_JOB_LOCK.with_for_update(),
+        "select_expiry_candidates": _with_values(
+            dialect.lock_expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
+        ),
+        "select_expiry_candidates_store": _with_values(
+            dialect.lock_expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
+        ),
+        "delete_expired": _with_values(DELETE_EXPIRED, **values),
+        "select_files_left": _with_values(SELECT_FILES_LEFT, **values),
+        "select_store_keys": _with_values(SELECT_STORE_KEYS, **values),
+        "delete_file_reads_by_id": _with_values(DELETE_FILE_READS_BY_ID, **values),
+        "select_orphan_reads": _with_values(
+            dialect.lock_expiry_candidates(ora, select_orphan_reads(), 1000), **values
+        ),
+        "count_expirable": count_expirable(False),
+        "count_expirable_store": count_expirable(True),
+    }
 
 
 def example_statements() -> dict[str, Executable]:
@@ -663,11 +764,7 @@ def example_statements() -> dict[str, Executable]:
         "delete_files_by_id": _with_values(DELETE_FILES_BY_ID, **sample),
         "delete_file_by_id": DELETE_FILE_BY_ID,
         "move_file": MOVE_FILE,
-        "select_touch_candidates": _with_values(SELECT_TOUCH_CANDIDATES, **sample),
-        "touch_files": _with_values(TOUCH_FILES, **sample),
-        "select_expirable": select_expirable(now, None, 1000),
-        "select_expirable_store": select_expirable(now, 1, 1000),
-        "count_expirable": count_expirable(now, None),
+        **_touch_and_expiry_examples(sample),
         "insert_audit": INSERT_AUDIT.values(
             store_id=1,
             store_key="agent:A",

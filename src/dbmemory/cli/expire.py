@@ -1,9 +1,12 @@
 """``dbmemory expire``: delete files untouched (neither written nor read) for N days.
 
-The rule is :func:`dbmemory.files.expire_files`' (the scheduled jobs in ``sql/`` use the same
-one): a file expires when it is not exempt (user profiles are) and its last touch is older than
-``--days``. Deletion commits in batches of 1,000 files, so a large clean-up never holds one
-giant transaction. Suitable for cron: exit code 0 and the count.
+The rule is :func:`dbmemory.expiry.expire_files`' (the scheduled jobs in ``sql/`` use the same
+one): a file expires when it is not exempt (user profiles are) and it was neither written nor
+read for ``--days`` days (plus the one-hour touch interval). ``--days`` is checked by
+:func:`dbmemory.expiry.validate_days` before anything connects: at least 1/24 (one hour),
+else exit code 2 with the smallest value allowed. Deletion commits in batches of 1,000 files,
+so a large clean-up never holds one giant transaction. Suitable for cron: exit code 0 and the
+count.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ def expire(
         float,
         typer.Option(
             "--days",
-            help="Expire files whose last write or read is older than this many days (> 0).",
+            help=(
+                "Expire files neither written nor read for this many days "
+                "(fractions allowed; at least 0.0416667, one hour)."
+            ),
             metavar="N",
             show_default=False,
         ),
@@ -63,7 +69,9 @@ def expire(
     """
     from dbmemory import files
     from dbmemory.cli.files import require_store
+    from dbmemory.expiry import validate_days
 
+    validate_days(days)
     if store is not None and store_id is not None:
         raise InvalidArgumentError("give --store KEY or --store-id N, not both")
     with engine_session(url, "expiring files") as engine:
