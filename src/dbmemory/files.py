@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from dbmemory import statements as st
+from dbmemory.caps import caps_of_row, caps_values, creation_caps
 from dbmemory.db import dialect
 from dbmemory.errors import (
     AlreadyExistsError,
@@ -43,6 +45,7 @@ from dbmemory.touch import touch_after_read
 
 __all__ = [
     "DEFAULT_CAPS",
+    "SERIALIZATION_FAILURE",
     "find_store_id",
     "get_or_create_store",
     "list_files",
@@ -59,6 +62,10 @@ __all__ = [
     "clear_store_files",
     "validate_text",
 ]
+
+SERIALIZATION_FAILURE = "serialization_failure"
+""":class:`ConflictError` code of a write refused because the caller's REPEATABLE READ or
+SERIALIZABLE snapshot predates another writer's commit: retry the whole transaction."""
 
 DEFAULT_CAPS = Caps()
 """100,000 characters per file, 1,000 files per store, no cap on a store's characters."""
@@ -130,6 +137,8 @@ def _savepoint(conn: Connection, action: str) -> Iterator[None]:
                 "whole unit of work",
                 code="transaction_rolled_back",
             ) from exc
+        if dialect.serialization_failure(exc):
+            raise _serialization_error(action[:1].upper() + action[1:]) from exc
         raise dialect.translate_db_error(exc, action) from exc
 
 
@@ -207,7 +216,19 @@ def get_or_create_store(
 
 
 def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
-    """Lock the store row and return ``(store_id, store_key)``; create a StoreRef's row.
+    """:func:`_lock_store_caps` without the caps: ``(store_id, store_key)``."""
+    store_id, store_key, _caps = _lock_store_caps(conn, store)
+    return store_id, store_key
+
+
+def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]:
+    """Lock the store row and return ``(store_id, store_key, caps)``; create a StoreRef's row.
+
+    The caps are the store's own, read from the locked row (:mod:`dbmemory.caps`); a row
+    created here gets :func:`dbmemory.caps.creation_caps`. Where
+    :func:`dbmemory.db.dialect.bump_store_on_write` says so, the row is also modified
+    (:func:`_bump_store`), so writers whose snapshots predate this write's commit fail to lock
+    it (serialisation failure) instead of counting from a stale snapshot.
 
     A store that may not exist yet is looked up without a lock first and locked by id: a
     locking read of a missing key takes a gap lock on MySQL/MariaDB (REPEATABLE READ), two
@@ -223,7 +244,9 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
         if known is not None:
             row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": known}).first()
             if row is not None and row.store_key == store.store_key:
-                return row.store_id, row.store_key
+                _bump_store(conn, row.store_id)
+                return row.store_id, row.store_key, caps_of_row(row)
+        new_caps = creation_caps(conn, store)
         try:
             with conn.begin_nested():
                 now = dialect.utcnow()
@@ -236,16 +259,42 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
                         "store_code": store.store_code,
                         "created_at": now,
                         "updated_at": now,
+                        **caps_values(new_caps),
                     },
                 )
         except sa.exc.IntegrityError:
             pass  # created concurrently: lock theirs
-        store_id = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).scalar_one()
-        return store_id, store.store_key
+        row = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).first()
+        if row is None:
+            # created by a writer that committed after this transaction's snapshot
+            # (REPEATABLE READ / SERIALIZABLE): it cannot be seen, so it cannot be written
+            raise _serialization_error(f"opening {store.store_key}")
+        _bump_store(conn, row.store_id)
+        return row.store_id, row.store_key, caps_of_row(row)
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
-    return row.store_id, row.store_key
+    _bump_store(conn, row.store_id)
+    return row.store_id, row.store_key, caps_of_row(row)
+
+
+def _bump_store(conn: Connection, store_id: int) -> None:
+    """Modify the locked store row (``updated_at``) where the backend needs it for caps and
+    shape to hold at REPEATABLE READ / SERIALIZABLE
+    (:func:`dbmemory.db.dialect.bump_store_on_write`); nothing elsewhere."""
+    if dialect.bump_store_on_write(conn):
+        conn.execute(st.BUMP_STORE, {"p_sid": store_id, "p_now": dialect.utcnow()})
+
+
+def _serialization_error(action: str) -> ConflictError:
+    """The error for a write whose transaction's snapshot predates another writer's commit."""
+    return ConflictError(
+        f"{action} was refused: another writer changed this store after the caller's "
+        "transaction took its snapshot (REPEATABLE READ or SERIALIZABLE isolation), so caps "
+        "and paths could not be checked against what is committed. Nothing was written. Roll "
+        "back and retry the whole transaction: retrying inside the same transaction fails again",
+        code=SERIALIZATION_FAILURE,
+    )
 
 
 def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
@@ -257,12 +306,21 @@ def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
 def _lock_store_and_file(
     conn: Connection, store: StoreArg, known_id: int | None, path: str
 ) -> tuple[int, str, Row[Any] | None]:
+    """:func:`_lock_store_file_caps` without the caps: ``(store_id, store_key, file row)``."""
+    store_id, store_key, _caps, row = _lock_store_file_caps(conn, store, known_id, path)
+    return store_id, store_key, row
+
+
+def _lock_store_file_caps(
+    conn: Connection, store: StoreArg, known_id: int | None, path: str
+) -> tuple[int, str, Caps, Row[Any] | None]:
     """Lock the store row, then the file row at ``path`` (locks-first order kept); return
-    ``(store_id, store_key, file row or None)``.
+    ``(store_id, store_key, the store's caps, file row or None)``.
 
     One statement where :func:`dbmemory.db.dialect.store_and_file_lock` allows it and the
     store id is known (``known_id``); otherwise (and when the inner-join form finds no file)
-    :func:`_lock_store` and a locking read of the file.
+    :func:`_lock_store_caps` and a locking read of the file. The store row is bumped as in
+    :func:`_lock_store_caps`.
     """
     ph = path_hash(path)
     kind = dialect.store_and_file_lock(conn) if known_id is not None else None
@@ -272,12 +330,39 @@ def _lock_store_and_file(
         if row is not None and (
             not isinstance(store, StoreRef) or row.store_key == store.store_key
         ):
-            return row.locked_store_id, row.store_key, (row if row.file_id is not None else None)
+            _bump_store(conn, row.locked_store_id)
+            file_row = row if row.file_id is not None else None
+            return row.locked_store_id, row.store_key, caps_of_row(row), file_row
         if kind == "outer" and not isinstance(store, StoreRef):
             raise NotFoundError(f"store {store} does not exist: check the store id")
-    store_id, store_key = _lock_store(conn, store)
+    store_id, store_key, caps = _lock_store_caps(conn, store)
     row = conn.execute(st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": ph}).first()
-    return store_id, store_key, row
+    return store_id, store_key, caps, row
+
+
+def _check_file_chars(caps: Caps, path: str, new_chars: int, old_chars: int | None) -> None:
+    """Refuse a text over ``max_file_chars`` unless it replaces a longer one (a store whose cap
+    was lowered keeps its content and can still shrink it)."""
+    if new_chars > caps.max_file_chars and (old_chars is None or new_chars > old_chars):
+        raise CapExceededError(
+            f"file text would be {new_chars:,} characters, over the cap max_file_chars = "
+            f"{caps.max_file_chars:,}: keep files small — split it, or merge and delete old "
+            "content",
+            cap="max_file_chars",
+            limit=caps.max_file_chars,
+            actual=new_chars,
+        )
+
+
+def _ignored_caps(caps: object, function: str) -> None:
+    """Warn that a writer's ``caps=`` argument is ignored (the store row's caps apply)."""
+    if caps is not None:
+        warnings.warn(
+            f"{function}(caps=...) is deprecated and ignored: a store's caps are the values on "
+            "its row (set them with dbmemory.enable_for_agent or dbmemory.set_store_caps)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
 
 def _check_store_caps(
@@ -492,11 +577,17 @@ def create_file(
     path: str,
     text: str,
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
     expiry_exempt: bool = False,
 ) -> FileRecord:
     """Create a new file; refuse an existing one (the memory tool's ``create``).
+
+    The store's caps (the values on its row, :mod:`dbmemory.caps`) apply; a store row created
+    by this write gets the caps of its configuration.
+
+    Args:
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
 
     Returns:
         The new :class:`FileRecord` (version 1).
@@ -509,11 +600,13 @@ def create_file(
             exceeded; nothing was written.
         ConflictError / StorageError: the database gave up (lock timeout, lost connection).
     """
+    _ignored_caps(caps, "create_file")
     path = normalize_path(path)
     _require_not_root(path, "create")
-    validate_text(text, max_chars=caps.max_file_chars)
+    validate_text(text)
     with _savepoint(conn, f"creating {path}"):
-        store_id, store_key = _lock_store(conn, store)
+        store_id, store_key, caps = _lock_store_caps(conn, store)
+        _check_file_chars(caps, path, len(text), None)
         facts = _facts(conn, store_id, path)
         if facts.same:
             raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
@@ -581,16 +674,24 @@ def edit_file(
     conn: Connection,
     store: StoreArg,
     path: str,
-    transform: Callable[[str], tuple[str, T]],
+    transform: Callable[..., tuple[str, T]],
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
     action: str = "edit",
+    pass_caps: bool = False,
 ) -> tuple[FileRecord, T]:
     """Read-modify-write one existing file under its lock (``str_replace``, ``insert``).
 
-    ``transform(old_text)`` returns ``(new_text, extra)``; it may raise to abort (nothing is
-    written). The new text is checked against the caps before the write.
+    ``transform(old_text)`` (``transform(old_text, caps)`` with ``pass_caps``: the store's
+    caps read from the locked row, so it can refuse an oversized result before building it)
+    returns ``(new_text, extra)``; it may raise to abort (nothing is written). The new text is
+    checked against the store's caps before the write: a text over ``max_file_chars`` is
+    refused unless it is shorter than the old one, and growth past ``max_store_chars`` is
+    refused.
+
+    Args:
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
 
     Returns:
         ``(record after the write, extra)``. When the text is unchanged nothing is written and
@@ -602,13 +703,14 @@ def edit_file(
         CapExceededError: the new text breaks ``max_file_chars`` or ``max_store_chars``.
         whatever ``transform`` raises.
     """
+    _ignored_caps(caps, "edit_file")
     path = normalize_path(path)
     _require_not_root(path, "edit")
     known_id = _existing_store_id(conn, store)
     if isinstance(store, StoreRef) and known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"editing {path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
+        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
         if row is None:
             probe = {"p_sid": store_id, **st.prefix_params(path)}
             if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
@@ -618,8 +720,9 @@ def edit_file(
                 )
             raise NotFoundError(f"the path {path} does not exist")
         old = _record(row)
-        new_text, extra = transform(old.text)
-        validate_text(new_text, max_chars=caps.max_file_chars)
+        new_text, extra = transform(old.text, caps) if pass_caps else transform(old.text)
+        validate_text(new_text)
+        _check_file_chars(caps, path, len(new_text), old.chars)
         if new_text == old.text:
             return old, extra
         grow = len(new_text) - old.chars
@@ -662,15 +765,20 @@ def put_file(
     text: str,
     *,
     enforce_caps: bool = True,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     expected_version: int | None = None,
     expiry_exempt: bool | None = None,
     actor: str = "admin",
 ) -> FileRecord:
     """Write a whole file, creating or replacing it (admin upsert; profile compare-and-set).
 
+    The store's caps (the values on its row, :mod:`dbmemory.caps`) apply; a store row created
+    by this write gets the caps of its configuration.
+
     Args:
-        enforce_caps: check ``caps`` before writing (default); False skips every cap.
+        enforce_caps: check the store's caps before writing (default). ``False`` is the one
+            admin bypass of the caps (``dbmemory files put --no-caps``): every cap is skipped.
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
         expected_version: ``None`` writes whatever is there; ``0`` requires that the file does
             not exist; ``n`` requires that it is at version ``n`` (compare-and-set).
         expiry_exempt: set the file's exemption from the expiry rule; ``None`` keeps it
@@ -686,12 +794,13 @@ def put_file(
         ConflictError: ``expected_version`` does not match (someone else wrote first).
         CapExceededError: a cap would be exceeded (when ``enforce_caps``).
     """
+    _ignored_caps(caps, "put_file")
     path = normalize_path(path)
     _require_not_root(path, "write")
-    validate_text(text, max_chars=caps.max_file_chars if enforce_caps else None)
+    validate_text(text)
     known_id = store.store_id if isinstance(store, StoreRef) else store
     with _savepoint(conn, f"writing {path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
+        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
         now = dialect.utcnow()
         if row is None:
             if expected_version not in (None, 0):
@@ -699,6 +808,8 @@ def put_file(
                     f"{path} no longer exists (expected version {expected_version}): reload it",
                     code="conflict",
                 )
+            if enforce_caps:
+                _check_file_chars(caps, path, len(text), None)
             facts = _facts(conn, store_id, path)
             _check_new_file_shape(facts, path)
             if enforce_caps:
@@ -728,6 +839,8 @@ def put_file(
                 )
             if old.text == text and (expiry_exempt is None or expiry_exempt == old.expiry_exempt):
                 return old
+            if enforce_caps:
+                _check_file_chars(caps, path, len(text), old.chars)
             grow = len(text) - old.chars
             if enforce_caps and caps.max_store_chars is not None and grow > 0:
                 facts = _facts(conn, store_id, path)
@@ -845,10 +958,13 @@ def rename_path(
     old_path: str,
     new_path: str,
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
 ) -> int:
     """Rename a file, or move a whole directory prefix (the memory tool's ``rename``).
+
+    A rename adds no file and no character, so no cap can refuse it; ``caps`` is deprecated
+    and ignored (a ``DeprecationWarning``).
 
     Returns:
         The number of files moved.
@@ -860,6 +976,7 @@ def rename_path(
         NotFoundError: nothing at ``old_path``.
         AlreadyExistsError: something already exists at ``new_path``.
     """
+    _ignored_caps(caps, "rename_path")
     old_path = normalize_path(old_path)
     new_path = normalize_path(new_path)
     _require_not_root(old_path, "rename")
@@ -902,14 +1019,6 @@ def rename_path(
             )
         if facts.ancestor_files:
             _check_new_file_shape(facts, new_path)
-        _check_store_caps(
-            caps,
-            file_count=facts.file_count,
-            total_chars=facts.total_chars,
-            add_files=0,
-            add_chars=0,
-            path=new_path,
-        )
         now = dialect.utcnow()
         for file_id, _old, target, version, _chars in moves:
             conn.execute(
