@@ -15,8 +15,11 @@ The rule (DESIGN.md section 6):
   among the enabled agent configurations that name that store, else the defaults
   (100,000 / 1,000 / no cap).
 * :func:`dbmemory.enable_for_agent` sets the caps on its configuration and on the existing
-  stores that configuration names, in the same transaction. A cap left out (``None``) is the
-  default, not the previous value. :func:`dbmemory.set_store_caps` sets one store's caps.
+  stores that configuration names, in the same transaction: its own stores (agent, user,
+  agent-keyed context) get its caps; stores several configurations can name (shared,
+  store-code context, global) get the strictest caps among the enabled configurations naming
+  them. A cap left out (``None``) is the default, not the previous value.
+  :func:`dbmemory.set_store_caps` sets one store's caps (an admin override).
 * Lowering caps below what a store already holds keeps the content: a write that would grow a
   file or the store past a cap (or add a file past ``max_files``) is refused; writes that do not
   grow it (edits that shrink, deletes, renames) still work.
@@ -30,6 +33,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
+from dbmemory.errors import DbMemoryError
 from dbmemory.keys import build_store_key
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, Caps, StoreRef
 
@@ -100,7 +104,7 @@ def names_store(config: Mapping[str, Any], store_key: str) -> bool:
         named = configured_store_key(
             config["scope_name"], config["agent_code"], config["store_code"], config["context_key"]
         )
-    except Exception:  # a row that no longer builds a key names nothing
+    except DbMemoryError:  # a row that no longer builds a key names nothing
         return False
     if named is None:
         return False

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
+from dbmemory.caps import caps_values, configured_store_key, strictest_caps
 from dbmemory.db import dialect
-from dbmemory.errors import InvalidScopeError, NotFoundError
-from dbmemory.caps import caps_values, configured_store_key
+from dbmemory.errors import DbMemoryError, InvalidScopeError, NotFoundError
 from dbmemory.files import _audit, _event, _lock_store_caps, _savepoint, find_store_id
 from dbmemory.keys import SCOPES, build_store_key, validate_component
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
@@ -94,11 +94,14 @@ def enable_for_agent(
 
     The caps are set on the configuration **and**, in the same transaction, on the existing
     stores it names (a store's caps are the values on its row; every writer enforces them,
-    :mod:`dbmemory.caps`): the agent store ``agent:<A>``; user stores ``user:<A>:*``;
-    context stores ``context:<A>:<KEY>:*`` (or, under a store code, the store-code context
-    stores of that code and key); the shared store ``shared:<CODE>``; the ``global`` store.
-    Session stores keep the caps they were created with. Stores whose content is already over
-    a lowered cap keep it; writes that would grow past the cap are refused.
+    :mod:`dbmemory.caps`): the agent's own stores (``agent:<A>``, user stores ``user:<A>:*``,
+    context stores ``context:<A>:<KEY>:*``) get these caps; stores that several
+    configurations can name (``shared:<CODE>``, store-code context stores of that code and
+    key, ``global``) get the strictest caps among the enabled configurations naming them, this
+    one included, so a second agent's configuration never loosens the owner's caps (use
+    :func:`set_store_caps` to override). Session stores keep the caps they were created with.
+    Stores already over a lowered cap keep their content; writes that would grow past the cap
+    are refused.
 
     Returns:
         The stored :class:`AgentConfig`.
@@ -151,6 +154,7 @@ def enable_for_agent(
         if named is not None:
             key, is_prefix = named
             owned = scope in ("agent", "user") or (scope == "context" and store_code is None)
+            store_caps = caps if owned else _strictest_configured(conn, scope, store_code, named)
             changed = _run(
                 conn,
                 st.update_configured_store_caps(
@@ -159,7 +163,7 @@ def enable_for_agent(
                     is_prefix=is_prefix,
                     agent_code=agent_code if owned else None,
                     store_code=store_code if scope in ("shared", "context") else None,
-                    caps=caps_values(caps),
+                    caps=caps_values(store_caps),
                     now=now,
                 ),
                 "setting the caps of an agent's stores",
@@ -460,6 +464,28 @@ def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
         store_code=store_code,
         caps=caps,
     )
+
+
+def _strictest_configured(
+    conn: Connection, scope: str, store_code: str | None, named: tuple[str, bool]
+) -> Caps:
+    """The strictest caps among the enabled configurations that name the same stores as
+    ``named`` (a shared, global or store-code context configuration)."""
+    rows = _run(
+        conn, st.select_configured_caps(scope, None, store_code), "reading agent configurations"
+    )
+    same = []
+    for row in rows:
+        m = row._mapping
+        try:
+            other = configured_store_key(
+                m["scope_name"], m["agent_code"], m["store_code"], m["context_key"]
+            )
+        except DbMemoryError:  # a row that no longer builds a key names nothing
+            continue
+        if other == named:
+            same.append(m)
+    return strictest_caps(same)
 
 
 def _caps_text(caps: Caps) -> str:
