@@ -171,8 +171,11 @@ def _info(row: Row[Any]) -> FileInfo:
 def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     if not events:
         return
-    now = dialect.utcnow()
-    rows = [
+    conn.execute(st.INSERT_AUDIT, _audit_rows(events, dialect.utcnow()))
+
+
+def _audit_rows(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
+    return [
         {
             "store_id": e.get("store_id"),
             "store_key": e.get("store_key"),
@@ -186,7 +189,6 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
         }
         for e in events
     ]
-    conn.execute(st.INSERT_AUDIT, rows)
 
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
@@ -227,8 +229,9 @@ def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]
     The caps are the store's own, read from the locked row (:mod:`dbmemory.caps`); a row
     created here gets :func:`dbmemory.caps.creation_caps`. Where
     :func:`dbmemory.db.dialect.bump_store_on_write` says so, the row is also modified
-    (:func:`_bump_store`), so writers whose snapshots predate this write's commit fail to lock
-    it (serialisation failure) instead of counting from a stale snapshot.
+    (:func:`_audit_write`, with the write's audit events), so writers whose snapshots predate
+    this write's commit fail to lock it (serialisation failure) instead of counting from a
+    stale snapshot.
 
     A store that may not exist yet is looked up without a lock first and locked by id: a
     locking read of a missing key takes a gap lock on MySQL/MariaDB (REPEATABLE READ), two
@@ -244,7 +247,6 @@ def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]
         if known is not None:
             row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": known}).first()
             if row is not None and row.store_key == store.store_key:
-                _bump_store(conn, row.store_id)
                 return row.store_id, row.store_key, caps_of_row(row)
         new_caps = creation_caps(conn, store)
         try:
@@ -269,21 +271,32 @@ def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]
             # created by a writer that committed after this transaction's snapshot
             # (REPEATABLE READ / SERIALIZABLE): it cannot be seen, so it cannot be written
             raise _serialization_error(f"opening {store.store_key}")
-        _bump_store(conn, row.store_id)
         return row.store_id, row.store_key, caps_of_row(row)
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
-    _bump_store(conn, row.store_id)
     return row.store_id, row.store_key, caps_of_row(row)
 
 
-def _bump_store(conn: Connection, store_id: int) -> None:
-    """Modify the locked store row (``updated_at``) where the backend needs it for caps and
-    shape to hold at REPEATABLE READ / SERIALIZABLE
-    (:func:`dbmemory.db.dialect.bump_store_on_write`); nothing elsewhere."""
-    if dialect.bump_store_on_write(conn):
+def _audit_write(conn: Connection, store_id: int, events: Sequence[dict[str, Any]]) -> None:
+    """Write a store change's audit events and, where the backend needs it for caps and shape
+    to hold at REPEATABLE READ / SERIALIZABLE (:func:`dbmemory.db.dialect.bump_store_on_write`),
+    modify the locked store row (``updated_at``): in the same statement on PostgreSQL
+    (:data:`dbmemory.statements.INSERT_AUDIT_BUMP`), one statement more on Oracle, nothing on
+    MySQL/MariaDB and SQLite. Every write that changes a store calls this under its store lock,
+    so a writer whose snapshot predates this write's commit fails to lock the store row."""
+    bump = dialect.store_bump(conn)
+    if bump == "cte" and events:
+        now = dialect.utcnow()
+        rows = [
+            {"p_sid": store_id, "p_now": now, **{f"p_a_{k}": v for k, v in row.items()}}
+            for row in _audit_rows(events, now)
+        ]
+        conn.execute(st.INSERT_AUDIT_BUMP, rows)
+        return
+    if bump is not None:
         conn.execute(st.BUMP_STORE, {"p_sid": store_id, "p_now": dialect.utcnow()})
+    _audit(conn, events)
 
 
 def _serialization_error(action: str) -> ConflictError:
@@ -319,8 +332,7 @@ def _lock_store_file_caps(
 
     One statement where :func:`dbmemory.db.dialect.store_and_file_lock` allows it and the
     store id is known (``known_id``); otherwise (and when the inner-join form finds no file)
-    :func:`_lock_store_caps` and a locking read of the file. The store row is bumped as in
-    :func:`_lock_store_caps`.
+    :func:`_lock_store_caps` and a locking read of the file.
     """
     ph = path_hash(path)
     kind = dialect.store_and_file_lock(conn) if known_id is not None else None
@@ -330,7 +342,6 @@ def _lock_store_file_caps(
         if row is not None and (
             not isinstance(store, StoreRef) or row.store_key == store.store_key
         ):
-            _bump_store(conn, row.locked_store_id)
             file_row = row if row.file_id is not None else None
             return row.locked_store_id, row.store_key, caps_of_row(row), file_row
         if kind == "outer" and not isinstance(store, StoreRef):
@@ -626,7 +637,9 @@ def create_file(
                 store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt
             ),
         )
-        _audit(conn, [_event(store_id, store_key, path, "create", actor, None, len(text))])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, "create", actor, None, len(text))]
+        )
     return _new_record(store_id, result, path, text, now, expiry_exempt)
 
 
@@ -740,7 +753,9 @@ def edit_file(
         result = conn.execute(*st.update_file_params(old.file_id, new_text, old.version, now))
         if result.rowcount != 1:  # only possible when the store lock was bypassed
             raise ConflictError(f"{path} changed while it was being edited: retry")
-        _audit(conn, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))]
+        )
     return (
         FileRecord(
             path=path,
@@ -827,7 +842,9 @@ def put_file(
                     store_id, path, path_hash(path), text, now, expiry_exempt=bool(expiry_exempt)
                 ),
             )
-            _audit(conn, [_event(store_id, store_key, path, "put", actor, None, len(text))])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "put", actor, None, len(text))]
+            )
             return _new_record(store_id, result, path, text, now, bool(expiry_exempt))
         else:
             old = _record(row)
@@ -859,7 +876,9 @@ def put_file(
             )
             if result.rowcount != 1:  # only possible when the store lock was bypassed
                 raise ConflictError(f"{path} changed while it was being written: retry")
-            _audit(conn, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))]
+            )
             return FileRecord(
                 path=path,
                 chars=len(text),
@@ -893,14 +912,17 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
         store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is not None:
             conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-            _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+            )
             return 1
         victims = _files_under(conn, store_id, path)
         if not victims:
             raise NotFoundError(f"the path {path} does not exist")
         _delete_ids(conn, [v.file_id for v in victims])
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
                 for v in victims
@@ -948,7 +970,9 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
         if row is None:
             return False
         conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-        _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+        )
         return True
 
 
@@ -1031,8 +1055,9 @@ def rename_path(
                     "p_now": now,
                 },
             )
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
                 for _id, old, target, _v, chars in moves
@@ -1049,8 +1074,9 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
         if not victims:
             return 0
         _delete_ids(conn, [v.file_id for v in victims])
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
                 for v in victims

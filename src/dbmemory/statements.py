@@ -35,6 +35,8 @@ __all__ = [
     "INSERT_STORE",
     "STORE_CAP_COLUMNS",
     "BUMP_STORE",
+    "INSERT_AUDIT_BUMP",
+    "AUDIT_BUMP_COLUMNS",
     "SET_STORE_CAPS",
     "select_configured_caps",
     "update_configured_store_caps",
@@ -432,6 +434,27 @@ INSERT_AUDIT = sa.insert(audit_events)
 ``file_path``, ``action_name``, ``actor_name``, ``chars_before``, ``chars_after``,
 ``detail_text``, ``created_at``)."""
 
+AUDIT_BUMP_COLUMNS = (
+    "store_id",
+    "store_key",
+    "file_path",
+    "action_name",
+    "actor_name",
+    "chars_before",
+    "chars_after",
+    "detail_text",
+    "created_at",
+)
+INSERT_AUDIT_BUMP = (
+    sa.insert(audit_events)
+    .values({name: _bp(f"p_a_{name}", type_=audit_events.c[name].type) for name in AUDIT_BUMP_COLUMNS})
+    .add_cte(BUMP_STORE.cte("bumped_store"))
+)
+""":data:`INSERT_AUDIT` with :data:`BUMP_STORE` as a data-modifying ``WITH`` (PostgreSQL): a
+write's audit events and the store-row bump in one round trip. Parameters per row: the audit
+columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`; a bare column name would also be
+taken as a ``SET`` of the ``UPDATE``), plus ``p_sid`` and ``p_now``."""
+
 
 # -- stores (admin paths) ---------------------------------------------------------------------
 
@@ -649,6 +672,7 @@ def example_statements() -> dict[str, Executable]:
             max_store_chars=None,
         ),
         "bump_store": BUMP_STORE,
+        "insert_audit_bump": INSERT_AUDIT_BUMP,
         "set_store_caps": SET_STORE_CAPS,
         "select_configured_caps_shared": select_configured_caps("shared", None, "TEAM"),
         "select_configured_caps_global": select_configured_caps("global", None, None),

@@ -38,6 +38,7 @@ __all__ = [
     "insert_store_statement",
     "store_and_file_lock",
     "bump_store_on_write",
+    "store_bump",
     "serialization_failure",
     "engine_defaults",
     "transaction_lost",
@@ -295,7 +296,21 @@ def bump_store_on_write(bind: Connection) -> bool:
     latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and on SQLite
     (one writer at a time, ``BEGIN IMMEDIATE``).
     """
-    return bind.dialect.name in ("postgresql", "oracle")
+    return store_bump(bind) is not None
+
+
+def store_bump(bind: Connection) -> str | None:
+    """How a write modifies its store row (see :func:`bump_store_on_write`): ``"cte"`` on
+    PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
+    :data:`dbmemory.statements.INSERT_AUDIT_BUMP`), ``"statement"`` on Oracle (no DML in
+    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert), ``None`` on
+    MySQL/MariaDB and SQLite."""
+    name = bind.dialect.name
+    if name == "postgresql":
+        return "cte"
+    if name == "oracle":
+        return "statement"
+    return None
 
 
 def serialization_failure(exc: BaseException) -> bool:
