@@ -20,7 +20,6 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from dbmemory.errors import InvalidPathError
-from dbmemory.model import Caps
 from dbmemory.paths import normalize_path
 from dbmemory.tool import MemoryTool, messages
 from dbmemory.tool.args import MAX_ARGUMENT_CHARS, MAX_TEXT_CHARS
@@ -59,7 +58,7 @@ def call(engine: Engine, arguments: object, *, peak_mb: float) -> str:
     before = snapshot(engine)
     with engine.connect() as c:
         with c.begin():
-            tool = MemoryTool.for_store(c, STORE, caps=Caps())
+            tool = MemoryTool.for_store(c, STORE)
             tracemalloc.start()
             t0 = time.perf_counter()
             try:

@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from dbmemory import enable_for_agent
 from dbmemory.db.schema import audit_events
 from dbmemory.model import Caps
 from dbmemory.tool import MemoryTool, messages
@@ -89,7 +90,7 @@ def run_worker(engine: Engine, shared: str, wid: int, seconds: float, seed: int)
         commit_failed = None
         try:
             with engine.begin() as conn:
-                text = MemoryTool.for_store(conn, code, caps=caps, actor=op).execute(args)
+                text = MemoryTool.for_store(conn, code, actor=op).execute(args)
         except sa.exc.PendingRollbackError as exc:
             # The tool invalidated the connection: the server rolled back the whole transaction
             # (a MariaDB deadlock victim); the commit refuses loudly. The caller's unit of work
@@ -251,9 +252,25 @@ def check_results(engine: Engine, shared: str, results: list[dict[str, Any]]) ->
     return stats
 
 
-def _seed(engine: Engine, shared: str) -> None:
+def _configure(engine: Engine, code: str, caps: Caps) -> None:
+    """Caps belong to the store: an agent configuration naming shared store ``code`` sets them
+    (no writer brings its own)."""
     with engine.begin() as conn:
-        tool = MemoryTool.for_store(conn, shared, caps=SHARED_CAPS, actor="seed")
+        enable_for_agent(
+            conn,
+            f"cfg-{code}",
+            scope="shared",
+            store_code=code,
+            max_file_chars=caps.max_file_chars,
+            max_files=caps.max_files,
+            max_store_chars=caps.max_store_chars,
+        )
+
+
+def _seed(engine: Engine, shared: str) -> None:
+    _configure(engine, shared, SHARED_CAPS)
+    with engine.begin() as conn:
+        tool = MemoryTool.for_store(conn, shared, actor="seed")
         assert tool.execute({"command": "create", "path": LOG, "file_text": SEED_TEXT}).startswith("File")
 
 
@@ -339,21 +356,22 @@ def test_two_concurrent_creates_at_the_cap_exactly_one_succeeds(
     caps = Caps(max_files=2 if race == "cap" else 10)
     code = f"race-{os.getpid()}-{race}-{int(read_first)}"
     b_path = "/memories/three.md" if race == "cap" else "/memories/two.md"
+    _configure(engine, code, caps)
     with engine.begin() as c:
-        assert MemoryTool.for_store(c, code, caps=caps).execute(
+        assert MemoryTool.for_store(c, code).execute(
             {"command": "create", "path": "/memories/one.md", "file_text": "1"}).startswith("File")
     answers: dict[str, str] = {}
     with engine.connect() as a, engine.connect() as b:
         a_tx = a.begin()
         if isolation == "repeatable-read":
             assert a.exec_driver_sql("SELECT @@tx_isolation").scalar() == "REPEATABLE-READ"
-        answers["a"] = MemoryTool.for_store(a, code, caps=caps).execute(
+        answers["a"] = MemoryTool.for_store(a, code).execute(
             {"command": "create", "path": "/memories/two.md", "file_text": "2"})
         assert answers["a"].startswith("File"), answers["a"]
 
         def run_b() -> None:
             with b.begin():
-                tool = MemoryTool.for_store(b, code, caps=caps)
+                tool = MemoryTool.for_store(b, code)
                 if read_first:
                     tool.execute({"command": "view", "path": "/memories"})
                 answers["b"] = tool.execute({"command": "create", "path": b_path, "file_text": "3"})
@@ -379,6 +397,7 @@ def test_writers_of_separate_stores_never_deadlock_each_other(load_engine: Engin
 
     def writer(wid: int) -> None:
         code = f"sep-{os.getpid()}-{wid}"
+        _configure(engine, code, Caps(max_files=6))
         deadline = time.monotonic() + seconds
         k = -1
         while time.monotonic() < deadline:
@@ -389,7 +408,7 @@ def test_writers_of_separate_stores_never_deadlock_each_other(load_engine: Engin
             failed = None
             try:
                 with engine.begin() as conn:
-                    text = MemoryTool.for_store(conn, code, caps=Caps(max_files=6)).execute(arguments)
+                    text = MemoryTool.for_store(conn, code).execute(arguments)
             except sa.exc.SQLAlchemyError as exc:
                 failed = type(exc).__name__
             answers[wid].append((text, failed))
@@ -421,6 +440,7 @@ def test_racing_first_writes_to_a_new_store_never_lose_a_caller_transaction(
     for trial in range(4):
         code = f"first-{os.getpid()}-{isolation}-{trial}"
         caps = Caps(max_files=3)
+        _configure(engine, code, caps)
         answers: list[str] = []
         lock = threading.Lock()
         barrier = threading.Barrier(6)
@@ -429,7 +449,7 @@ def test_racing_first_writes_to_a_new_store_never_lose_a_caller_transaction(
             with engine.connect() as conn:
                 barrier.wait(timeout=30)
                 trans = conn.begin()  # SQLite: BEGIN IMMEDIATE queues the writers here
-                answer = MemoryTool.for_store(conn, code, caps=caps).execute(
+                answer = MemoryTool.for_store(conn, code).execute(
                     {"command": "create", "path": f"/memories/f{index}.md", "file_text": "x"}
                 )
                 trans.commit()  # raises if the database rolled the caller's transaction back

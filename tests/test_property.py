@@ -47,6 +47,7 @@ from sqlalchemy.engine import Engine
 from dbmemory.db.schema import audit_events, files, stores
 from dbmemory.errors import InvalidPathError
 from dbmemory.model import Caps
+from dbmemory.stores import set_store_caps, shared_store
 from dbmemory.paths import MAX_PATH_CHARS, ROOT, normalize_path
 from dbmemory.tool import MemoryTool
 from dbmemory.touch import TOUCH_INTERVAL
@@ -322,6 +323,15 @@ class MemoryMachine(RuleBasedStateMachine):
         seed = {"command": "create", "path": "/memories/a.md", "file_text": "neighbour\r\n\tkeeps\n"}
         with self.engine.begin() as c:
             assert not MemoryTool.for_store(c, self.neighbour).execute(seed).startswith(ERROR)
+            # caps belong to the store row (no writer brings its own)
+            set_store_caps(
+                c,
+                shared_store(self.code),
+                max_file_chars=CAPS.max_file_chars,
+                max_files=CAPS.max_files,
+                max_store_chars=CAPS.max_store_chars,
+            )
+        self.model.events += 1  # the store_caps audit event
         self.neighbour_state = self._state(f"shared:{self.neighbour}")
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -329,7 +339,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def run(self, arguments: dict[str, Any]) -> str:
         with self.engine.connect() as c:
             with c.begin():
-                text = MemoryTool.for_store(c, self.code, caps=CAPS).execute(arguments)
+                text = MemoryTool.for_store(c, self.code).execute(arguments)
                 assert c.exec_driver_sql("SELECT 1").scalar() == 1  # transaction still usable
         assert isinstance(text, str)
         return text

@@ -58,22 +58,24 @@ def test_a_new_agent_gets_the_default_caps(conn: Connection) -> None:
     assert config.caps == Caps(max_file_chars=100_000, max_files=1_000, max_store_chars=None)
 
 
-def test_enable_for_agent_is_an_upsert_and_none_caps_keep_current_values(conn: Connection) -> None:
+def test_enable_for_agent_is_an_upsert_and_caps_left_out_are_the_defaults(conn: Connection) -> None:
     enable_for_agent(conn, "A", max_file_chars=10, max_files=5, max_store_chars=50)
     config = enable_for_agent(conn, "A", scope="user")
     assert config.scope == "user"
-    assert config.caps == Caps(max_file_chars=10, max_files=5, max_store_chars=50)
+    assert config.caps == Caps()  # UC AI: null = default, never the old value
     config = enable_for_agent(conn, "A", scope="user", max_files=7)
-    assert config.caps == Caps(max_file_chars=10, max_files=7, max_store_chars=50)
+    assert config.caps == Caps(max_file_chars=100_000, max_files=7, max_store_chars=None)
     assert [a.agent_code for a in list_agents(conn)] == ["A"]
     assert conn.execute(sa.select(sa.func.count()).select_from(agents)).scalar_one() == 1
 
 
-def test_enable_for_agent_turns_a_disabled_agent_back_on_with_its_caps(conn: Connection) -> None:
+def test_enable_for_agent_turns_a_disabled_agent_back_on_with_the_caps_given(conn: Connection) -> None:
     enable_for_agent(conn, "A", max_files=3)
     disable_for_agent(conn, "A")
     assert get_agent_config(conn, "A").memory_enabled is False
     config = enable_for_agent(conn, "A")
+    assert (config.memory_enabled, config.caps.max_files) == (True, 1_000)
+    config = enable_for_agent(conn, "A", max_files=3)
     assert (config.memory_enabled, config.caps.max_files) == (True, 3)
 
 
@@ -398,8 +400,9 @@ def test_use_store_and_a_shared_agent_see_the_same_files(conn: Connection) -> No
         )
 
 
-def test_for_store_applies_its_own_caps(conn: Connection) -> None:
-    tool = MemoryTool.for_store(conn, "TEAM", caps=Caps(max_files=1))
+def test_for_store_applies_the_caps_of_the_store(conn: Connection) -> None:
+    enable_for_agent(conn, "OWNER", scope="shared", store_code="TEAM", max_files=1)
+    tool = MemoryTool.for_store(conn, "TEAM")
     create(tool, "/memories/a.md", "a")
     assert tool.execute({"command": "create", "path": "/memories/b.md", "file_text": "b"}).startswith(
         "Error: Cannot create /memories/b.md: the memory store already holds 1 "

@@ -37,6 +37,7 @@ __all__ = [
     "build_store_key",
     # stores and agents
     "enable_for_agent",
+    "set_store_caps",
     "disable_for_agent",
     "get_agent_config",
     "list_agents",
@@ -104,6 +105,7 @@ _LAZY = {
     "check_run_ready": "dbmemory.stores",
     "disable_for_agent": "dbmemory.stores",
     "enable_for_agent": "dbmemory.stores",
+    "set_store_caps": "dbmemory.stores",
     "end_session": "dbmemory.stores",
     "get_agent_config": "dbmemory.stores",
     "list_agents": "dbmemory.stores",
@@ -174,6 +176,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         list_agents,
         resolve_store,
         resolve_store_id,
+        set_store_caps,
         use_store,
     )
     from dbmemory.tool import ERROR_MARKER, MemoryTool, tool_schema

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from sqlalchemy.engine import Connection, Row
 
 from dbmemory import statements as st
 from dbmemory import validate as _v
+from dbmemory.caps import caps_of_row, caps_values, creation_caps
 from dbmemory.db import dialect
 from dbmemory.errors import (
     AlreadyExistsError,
@@ -45,6 +47,7 @@ from dbmemory.txn import write_unit
 
 __all__ = [
     "DEFAULT_CAPS",
+    "SERIALIZATION_FAILURE",
     "find_store_id",
     "get_or_create_store",
     "list_files",
@@ -61,6 +64,10 @@ __all__ = [
     "clear_store_files",
     "validate_text",
 ]
+
+SERIALIZATION_FAILURE = "serialization_failure"
+""":class:`ConflictError` code of a write refused because the caller's REPEATABLE READ or
+SERIALIZABLE snapshot predates another writer's commit: retry the whole transaction."""
 
 DEFAULT_CAPS = Caps()
 """100,000 characters per file, 1,000 files per store, no cap on a store's characters."""
@@ -117,9 +124,17 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
 
 @contextlib.contextmanager
 def _savepoint(conn: Connection, action: str) -> Iterator[None]:
-    """Run a write as one unit (savepoint, or its own transaction on AUTOCOMMIT): dbmemory.txn."""
-    with write_unit(conn, action):
-        yield
+    """Run a write as one unit (savepoint, or its own transaction on AUTOCOMMIT: see
+    :mod:`dbmemory.txn`); a serialisation failure of a REPEATABLE READ/SERIALIZABLE caller
+    becomes the "retry the whole transaction" conflict."""
+    try:
+        with write_unit(conn, action):
+            yield
+    except ConflictError as exc:
+        cause = exc.__cause__
+        if exc.code != SERIALIZATION_FAILURE and cause is not None and dialect.serialization_failure(cause):
+            raise _serialization_error(action[:1].upper() + action[1:]) from cause
+        raise
 
 
 def _info_fields(m: Any) -> dict[str, Any]:
@@ -151,8 +166,11 @@ def _info(row: Row[Any]) -> FileInfo:
 def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     if not events:
         return
-    now = dialect.utcnow()
-    rows = [
+    conn.execute(st.INSERT_AUDIT, _audit_rows(events, dialect.utcnow()))
+
+
+def _audit_rows(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
+    return [
         {
             "store_id": e.get("store_id"),
             "store_key": e.get("store_key"),
@@ -166,7 +184,6 @@ def _audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
         }
         for e in events
     ]
-    conn.execute(st.INSERT_AUDIT, rows)
 
 
 def find_store_id(conn: Connection, store_key: str) -> int | None:
@@ -209,7 +226,20 @@ def get_or_create_store(
 
 
 def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
-    """Lock the store row and return ``(store_id, store_key)``; create a StoreRef's row.
+    """:func:`_lock_store_caps` without the caps: ``(store_id, store_key)``."""
+    store_id, store_key, _caps = _lock_store_caps(conn, store)
+    return store_id, store_key
+
+
+def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]:
+    """Lock the store row and return ``(store_id, store_key, caps)``; create a StoreRef's row.
+
+    The caps are the store's own, read from the locked row (:mod:`dbmemory.caps`); a row
+    created here gets :func:`dbmemory.caps.creation_caps`. Where
+    :func:`dbmemory.db.dialect.bump_store_on_write` says so, the row is also modified
+    (:func:`_audit_write`, with the write's audit events), so writers whose snapshots predate
+    this write's commit fail to lock it (serialisation failure) instead of counting from a
+    stale snapshot.
 
     A store that may not exist yet is looked up without a lock first and locked by id: a
     locking read of a missing key takes a gap lock on MySQL/MariaDB (REPEATABLE READ), two
@@ -225,7 +255,8 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
         if known is not None:
             row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": known}).first()
             if row is not None and row.store_key == store.store_key:
-                return row.store_id, row.store_key
+                return row.store_id, row.store_key, caps_of_row(row)
+        new_caps = creation_caps(conn, store)
         try:
             with conn.begin_nested():
                 now = dialect.utcnow()
@@ -238,20 +269,56 @@ def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
                         "store_code": store.store_code,
                         "created_at": now,
                         "updated_at": now,
+                        **caps_values(new_caps),
                     },
                 )
         except sa.exc.IntegrityError:
             pass  # created concurrently: lock theirs
-        store_id = conn.execute(
-            st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}
-        ).scalar_one_or_none()
-        if store_id is None:  # dropped (drop_stores) by another transaction while this one waited
+        row = conn.execute(st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}).first()
+        if row is None:
+            if dialect.snapshot_isolation(conn):
+                # created by a writer that committed after this transaction's snapshot
+                # (REPEATABLE READ / SERIALIZABLE): it cannot be seen, so it cannot be written
+                raise _serialization_error(f"opening {store.store_key}")
+            # dropped (drop_stores) by another transaction while this one waited
             raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
-        return store_id, store.store_key
+        return row.store_id, row.store_key, caps_of_row(row)
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
-    return row.store_id, row.store_key
+    return row.store_id, row.store_key, caps_of_row(row)
+
+
+def _audit_write(conn: Connection, store_id: int, events: Sequence[dict[str, Any]]) -> None:
+    """Write a store change's audit events and, where the backend needs it for caps and shape
+    to hold at REPEATABLE READ / SERIALIZABLE (:func:`dbmemory.db.dialect.bump_store_on_write`),
+    modify the locked store row (``updated_at``): in the same statement on PostgreSQL
+    (:data:`dbmemory.statements.INSERT_AUDIT_BUMP`), one statement more on Oracle, nothing on
+    MySQL/MariaDB and SQLite. Every write that changes a store calls this under its store lock,
+    so a writer whose snapshot predates this write's commit fails to lock the store row."""
+    bump = dialect.store_bump(conn)
+    if bump == "cte" and events:
+        now = dialect.utcnow()
+        rows = [
+            {"p_sid": store_id, "p_now": now, **{f"p_a_{k}": v for k, v in row.items()}}
+            for row in _audit_rows(events, now)
+        ]
+        conn.execute(st.INSERT_AUDIT_BUMP, rows)
+        return
+    if bump is not None:
+        conn.execute(st.BUMP_STORE, {"p_sid": store_id, "p_now": dialect.utcnow()})
+    _audit(conn, events)
+
+
+def _serialization_error(action: str) -> ConflictError:
+    """The error for a write whose transaction's snapshot predates another writer's commit."""
+    return ConflictError(
+        f"{action} was refused: another writer changed this store after the caller's "
+        "transaction took its snapshot (REPEATABLE READ or SERIALIZABLE isolation), so caps "
+        "and paths could not be checked against what is committed. Nothing was written. Roll "
+        "back and retry the whole transaction: retrying inside the same transaction fails again",
+        code=SERIALIZATION_FAILURE,
+    )
 
 
 def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
@@ -263,12 +330,20 @@ def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
 def _lock_store_and_file(
     conn: Connection, store: StoreArg, known_id: int | None, path: str
 ) -> tuple[int, str, Row[Any] | None]:
+    """:func:`_lock_store_file_caps` without the caps: ``(store_id, store_key, file row)``."""
+    store_id, store_key, _caps, row = _lock_store_file_caps(conn, store, known_id, path)
+    return store_id, store_key, row
+
+
+def _lock_store_file_caps(
+    conn: Connection, store: StoreArg, known_id: int | None, path: str
+) -> tuple[int, str, Caps, Row[Any] | None]:
     """Lock the store row, then the file row at ``path`` (locks-first order kept); return
-    ``(store_id, store_key, file row or None)``.
+    ``(store_id, store_key, the store's caps, file row or None)``.
 
     One statement where :func:`dbmemory.db.dialect.store_and_file_lock` allows it and the
     store id is known (``known_id``); otherwise (and when the inner-join form finds no file)
-    :func:`_lock_store` and a locking read of the file.
+    :func:`_lock_store_caps` and a locking read of the file.
     """
     ph = path_hash(path)
     kind = dialect.store_and_file_lock(conn) if known_id is not None else None
@@ -278,12 +353,38 @@ def _lock_store_and_file(
         if row is not None and (
             not isinstance(store, StoreRef) or row.store_key == store.store_key
         ):
-            return row.locked_store_id, row.store_key, (row if row.file_id is not None else None)
+            file_row = row if row.file_id is not None else None
+            return row.locked_store_id, row.store_key, caps_of_row(row), file_row
         if kind == "outer" and not isinstance(store, StoreRef):
             raise NotFoundError(f"store {store} does not exist: check the store id")
-    store_id, store_key = _lock_store(conn, store)
+    store_id, store_key, caps = _lock_store_caps(conn, store)
     row = conn.execute(st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": ph}).first()
-    return store_id, store_key, row
+    return store_id, store_key, caps, row
+
+
+def _check_file_chars(caps: Caps, path: str, new_chars: int, old_chars: int | None) -> None:
+    """Refuse a text over ``max_file_chars`` unless it replaces a longer one (a store whose cap
+    was lowered keeps its content and can still shrink it)."""
+    if new_chars > caps.max_file_chars and (old_chars is None or new_chars > old_chars):
+        raise CapExceededError(
+            f"file text would be {new_chars:,} characters, over the cap max_file_chars = "
+            f"{caps.max_file_chars:,}: keep files small — split it, or merge and delete old "
+            "content",
+            cap="max_file_chars",
+            limit=caps.max_file_chars,
+            actual=new_chars,
+        )
+
+
+def _ignored_caps(caps: object, function: str) -> None:
+    """Warn that a writer's ``caps=`` argument is ignored (the store row's caps apply)."""
+    if caps is not None:
+        warnings.warn(
+            f"{function}(caps=...) is deprecated and ignored: a store's caps are the values on "
+            "its row (set them with dbmemory.enable_for_agent or dbmemory.set_store_caps)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
 
 def _check_store_caps(
@@ -517,11 +618,17 @@ def create_file(
     path: str,
     text: str,
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
     expiry_exempt: bool = False,
 ) -> FileRecord:
     """Create a new file; refuse an existing one (the memory tool's ``create``).
+
+    The store's caps (the values on its row, :mod:`dbmemory.caps`) apply; a store row created
+    by this write gets the caps of its configuration.
+
+    Args:
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
 
     Returns:
         The new :class:`FileRecord` (version 1).
@@ -536,13 +643,15 @@ def create_file(
         InvalidArgumentError: also for a ``conn``, ``store``, ``caps``, ``actor`` or
             ``expiry_exempt`` of the wrong type or range.
     """
-    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
+    _ignored_caps(caps, "create_file")
+    _v.arguments(conn=conn, store=store, actor=actor)
     _v.check_bool(expiry_exempt, "expiry_exempt")
     path = normalize_path(path)
     _require_not_root(path, "create")
-    validate_text(text, max_chars=caps.max_file_chars)
+    validate_text(text)
     with _savepoint(conn, f"creating {path}"):
-        store_id, store_key = _lock_store(conn, store)
+        store_id, store_key, caps = _lock_store_caps(conn, store)
+        _check_file_chars(caps, path, len(text), None)
         facts = _facts(conn, store_id, path)
         if facts.same:
             raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
@@ -562,7 +671,9 @@ def create_file(
                 store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt
             ),
         )
-        _audit(conn, [_event(store_id, store_key, path, "create", actor, None, len(text))])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, "create", actor, None, len(text))]
+        )
     return _new_record(store_id, result, path, text, now, expiry_exempt)
 
 
@@ -610,16 +721,24 @@ def edit_file(
     conn: Connection,
     store: StoreArg,
     path: str,
-    transform: Callable[[str], tuple[str, T]],
+    transform: Callable[..., tuple[str, T]],
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
     action: str = "edit",
+    pass_caps: bool = False,
 ) -> tuple[FileRecord, T]:
     """Read-modify-write one existing file under its lock (``str_replace``, ``insert``).
 
-    ``transform(old_text)`` returns ``(new_text, extra)``; it may raise to abort (nothing is
-    written). The new text is checked against the caps before the write.
+    ``transform(old_text)`` (``transform(old_text, caps)`` with ``pass_caps``: the store's
+    caps read from the locked row, so it can refuse an oversized result before building it)
+    returns ``(new_text, extra)``; it may raise to abort (nothing is written). The new text is
+    checked against the store's caps before the write: a text over ``max_file_chars`` is
+    refused unless it is shorter than the old one, and growth past ``max_store_chars`` is
+    refused.
+
+    Args:
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
 
     Returns:
         ``(record after the write, extra)``. When the text is unchanged nothing is written and
@@ -633,7 +752,8 @@ def edit_file(
             ``transform`` of the wrong type or range.
         whatever ``transform`` raises.
     """
-    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
+    _ignored_caps(caps, "edit_file")
+    _v.arguments(conn=conn, store=store, actor=actor)
     _v.check_callable(transform, "transform", optional=False)
     _v.check_text(action, "action", empty=False, max_chars=30)
     path = normalize_path(path)
@@ -642,7 +762,7 @@ def edit_file(
     if isinstance(store, StoreRef) and known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"editing {path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
+        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
         if row is None:
             probe = {"p_sid": store_id, **st.prefix_params(path)}
             if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
@@ -652,8 +772,9 @@ def edit_file(
                 )
             raise NotFoundError(f"the path {path} does not exist")
         old = _record(row)
-        new_text, extra = transform(old.text)
-        validate_text(new_text, max_chars=caps.max_file_chars)
+        new_text, extra = transform(old.text, caps) if pass_caps else transform(old.text)
+        validate_text(new_text)
+        _check_file_chars(caps, path, len(new_text), old.chars)
         if new_text == old.text:
             return old, extra
         grow = len(new_text) - old.chars
@@ -671,7 +792,9 @@ def edit_file(
         result = conn.execute(*st.update_file_params(old.file_id, new_text, old.version, now))
         if result.rowcount != 1:  # only possible when the store lock was bypassed
             raise ConflictError(f"{path} changed while it was being edited: retry")
-        _audit(conn, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))]
+        )
     return (
         FileRecord(
             path=path,
@@ -696,15 +819,20 @@ def put_file(
     text: str,
     *,
     enforce_caps: bool = True,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     expected_version: int | None = None,
     expiry_exempt: bool | None = None,
     actor: str = "admin",
 ) -> FileRecord:
     """Write a whole file, creating or replacing it (admin upsert; profile compare-and-set).
 
+    The store's caps (the values on its row, :mod:`dbmemory.caps`) apply; a store row created
+    by this write gets the caps of its configuration.
+
     Args:
-        enforce_caps: check ``caps`` before writing (default); False skips every cap.
+        enforce_caps: check the store's caps before writing (default). ``False`` is the one
+            admin bypass of the caps (``dbmemory files put --no-caps``): every cap is skipped.
+        caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
         expected_version: ``None`` writes whatever is there; ``0`` requires that the file does
             not exist; ``n`` requires that it is at version ``n`` (compare-and-set).
         expiry_exempt: set the file's exemption from the expiry rule; ``None`` keeps it
@@ -723,15 +851,16 @@ def put_file(
             ``enforce_caps``, ``expected_version`` or ``expiry_exempt`` of the wrong type or
             range (``expected_version``: ``None`` or 0 to 2,147,483,647).
     """
-    _v.arguments(conn=conn, store=store, enforce_caps=enforce_caps, caps=caps, actor=actor)
+    _ignored_caps(caps, "put_file")
+    _v.arguments(conn=conn, store=store, enforce_caps=enforce_caps, actor=actor)
     _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
     _v.check_bool(expiry_exempt, "expiry_exempt", optional=True)
     path = normalize_path(path)
     _require_not_root(path, "write")
-    validate_text(text, max_chars=caps.max_file_chars if enforce_caps else None)
+    validate_text(text)
     known_id = store.store_id if isinstance(store, StoreRef) else store
     with _savepoint(conn, f"writing {path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
+        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
         now = dialect.utcnow()
         if row is None:
             if expected_version not in (None, 0):
@@ -739,6 +868,8 @@ def put_file(
                     f"{path} no longer exists (expected version {expected_version}): reload it",
                     code="conflict",
                 )
+            if enforce_caps:
+                _check_file_chars(caps, path, len(text), None)
             facts = _facts(conn, store_id, path)
             _check_new_file_shape(facts, path)
             if enforce_caps:
@@ -756,7 +887,9 @@ def put_file(
                     store_id, path, path_hash(path), text, now, expiry_exempt=bool(expiry_exempt)
                 ),
             )
-            _audit(conn, [_event(store_id, store_key, path, "put", actor, None, len(text))])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "put", actor, None, len(text))]
+            )
             return _new_record(store_id, result, path, text, now, bool(expiry_exempt))
         else:
             old = _record(row)
@@ -768,6 +901,8 @@ def put_file(
                 )
             if old.text == text and (expiry_exempt is None or expiry_exempt == old.expiry_exempt):
                 return old
+            if enforce_caps:
+                _check_file_chars(caps, path, len(text), old.chars)
             grow = len(text) - old.chars
             if enforce_caps and caps.max_store_chars is not None and grow > 0:
                 facts = _facts(conn, store_id, path)
@@ -786,7 +921,9 @@ def put_file(
             )
             if result.rowcount != 1:  # only possible when the store lock was bypassed
                 raise ConflictError(f"{path} changed while it was being written: retry")
-            _audit(conn, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))]
+            )
             return FileRecord(
                 path=path,
                 chars=len(text),
@@ -822,14 +959,17 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
         store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is not None:
             conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-            _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+            _audit_write(
+                conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+            )
             return 1
         victims = _files_under(conn, store_id, path)
         if not victims:
             raise NotFoundError(f"the path {path} does not exist")
         _delete_ids(conn, [v.file_id for v in victims])
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
                 for v in victims
@@ -888,7 +1028,9 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
                 )
             return False
         conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-        _audit(conn, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)])
+        _audit_write(
+            conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+        )
         return True
 
 
@@ -898,10 +1040,13 @@ def rename_path(
     old_path: str,
     new_path: str,
     *,
-    caps: Caps = DEFAULT_CAPS,
+    caps: Caps | None = None,
     actor: str = "admin",
 ) -> int:
     """Rename a file, or move a whole directory prefix (the memory tool's ``rename``).
+
+    A rename adds no file and no character, so no cap can refuse it; ``caps`` is deprecated
+    and ignored (a ``DeprecationWarning``).
 
     Returns:
         The number of files moved.
@@ -915,7 +1060,8 @@ def rename_path(
         InvalidArgumentError: a ``conn``, ``store``, ``caps`` or ``actor`` of the wrong type or
             range.
     """
-    _v.arguments(conn=conn, store=store, caps=caps, actor=actor)
+    _ignored_caps(caps, "rename_path")
+    _v.arguments(conn=conn, store=store, actor=actor)
     old_path = normalize_path(old_path)
     new_path = normalize_path(new_path)
     _require_not_root(old_path, "rename")
@@ -958,14 +1104,6 @@ def rename_path(
             )
         if facts.ancestor_files:
             _check_new_file_shape(facts, new_path)
-        _check_store_caps(
-            caps,
-            file_count=facts.file_count,
-            total_chars=facts.total_chars,
-            add_files=0,
-            add_chars=0,
-            path=new_path,
-        )
         now = dialect.utcnow()
         for file_id, _old, target, version, _chars in moves:
             conn.execute(
@@ -978,8 +1116,9 @@ def rename_path(
                     "p_now": now,
                 },
             )
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
                 for _id, old, target, _v, chars in moves
@@ -1002,8 +1141,9 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
         if not victims:
             return 0
         _delete_ids(conn, [v.file_id for v in victims])
-        _audit(
+        _audit_write(
             conn,
+            store_id,
             [
                 _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
                 for v in victims

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dbmemory.errors import InvalidArgumentError, InvalidScopeError
 from dbmemory.keys import parse_store_key, validate_component
@@ -80,7 +80,11 @@ class StoreRef:
         agent_code: the agent whose namespace holds the store, or that runs a session store.
         store_code: the store code of a ``shared`` store or of a context store under one (for
             a ``reserved`` store: its namespace, e.g. the profile's root folder).
-        caps: the caps writes must respect.
+        caps: the creation-time configuration only: the caps the store row gets if a write
+            creates it (set from the agent configuration by :func:`dbmemory.resolve_store`).
+            ``None`` (default): the strictest caps among the enabled agent configurations that
+            name the store, else the defaults. Once the row exists its own caps apply to every
+            writer (:mod:`dbmemory.caps`); this field is then ignored.
         store_id: the row id once the store exists (it is created on the first write).
 
     Raises:
@@ -95,7 +99,7 @@ class StoreRef:
     scope: str
     agent_code: str | None = None
     store_code: str | None = None
-    caps: Caps = field(default_factory=Caps)
+    caps: Caps | None = None
     store_id: int | None = None
 
     def __post_init__(self) -> None:

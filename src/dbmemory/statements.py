@@ -33,6 +33,13 @@ __all__ = [
     "LOCK_STORE_BY_KEY",
     "LOCK_STORE_BY_ID",
     "INSERT_STORE",
+    "STORE_CAP_COLUMNS",
+    "BUMP_STORE",
+    "INSERT_AUDIT_BUMP",
+    "AUDIT_BUMP_COLUMNS",
+    "SET_STORE_CAPS",
+    "select_configured_caps",
+    "update_configured_store_caps",
     "SELECT_FILE",
     "SELECT_FILE_FOR_UPDATE",
     "SELECT_FILE_BY_KEY",
@@ -152,20 +159,51 @@ the generic plan PostgreSQL switches to once psycopg has prepared the statement)
 SELECT_STORE_ID = sa.select(stores.c.store_id).where(stores.c.store_key == _bp("p_key"))
 """``store_id`` of the store ``:p_key`` (no lock)."""
 
-LOCK_STORE_BY_KEY = SELECT_STORE_ID.with_for_update()
-"""``store_id`` of ``:p_key``, locking the store row: every writer of a store takes this lock
-first, so writers serialise and caps cannot be raced."""
+STORE_CAP_COLUMNS = (stores.c.max_file_chars, stores.c.max_files, stores.c.max_store_chars)
+"""The store's caps (revision 0002): every writer reads them from the row it locks."""
+
+LOCK_STORE_BY_KEY = (
+    sa.select(stores.c.store_id, stores.c.store_key, *STORE_CAP_COLUMNS)
+    .where(stores.c.store_key == _bp("p_key"))
+    .with_for_update()
+)
+"""Lock the store row ``:p_key``; returns its id, key and caps. Every writer of a store takes
+this lock (or :data:`LOCK_STORE_BY_ID`) first, so writers serialise and caps cannot be raced."""
 
 LOCK_STORE_BY_ID = (
-    sa.select(stores.c.store_id, stores.c.store_key, stores.c.scope_name)
+    sa.select(stores.c.store_id, stores.c.store_key, stores.c.scope_name, *STORE_CAP_COLUMNS)
     .where(stores.c.store_id == _bp("p_sid"))
     .with_for_update()
 )
-"""Lock the store row ``:p_sid``; returns its id, key and scope."""
+"""Lock the store row ``:p_sid``; returns its id, key, scope and caps."""
 
 INSERT_STORE = sa.insert(stores)
 """Create a store row; values per execute: ``store_key``, ``scope_name``, ``agent_code``,
-``store_code``, ``created_at``, ``updated_at``."""
+``store_code``, ``created_at``, ``updated_at``, ``max_file_chars``, ``max_files``,
+``max_store_chars`` (the caps of the store's configuration, :mod:`dbmemory.caps`)."""
+
+BUMP_STORE = (
+    sa.update(stores)
+    .where(stores.c.store_id == _bp("p_sid"))
+    .values(updated_at=_bp("p_now", type_=_TS))
+)
+"""Mark store ``:p_sid`` as written (``updated_at = :p_now``), under the store lock the writer
+already holds. Where :func:`dbmemory.db.dialect.bump_store_on_write` says so (PostgreSQL,
+Oracle), every write modifies the store row, so a second writer whose REPEATABLE READ or
+SERIALIZABLE snapshot predates the first writer's commit fails to lock the row with a
+serialisation failure instead of counting files from its stale snapshot."""
+
+SET_STORE_CAPS = (
+    sa.update(stores)
+    .where(stores.c.store_id == _bp("p_sid"))
+    .values(
+        max_file_chars=_bp("p_max_file_chars", type_=sa.Integer()),
+        max_files=_bp("p_max_files", type_=sa.Integer()),
+        max_store_chars=_bp("p_max_store_chars", type_=sa.BigInteger()),
+        updated_at=_bp("p_now", type_=_TS),
+    )
+)
+"""Set the caps of store ``:p_sid`` (:func:`dbmemory.set_store_caps`)."""
 
 SELECT_FILE = sa.select(*FILE_COLUMNS).where(
     files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")
@@ -181,7 +219,11 @@ SELECT_FILE_BY_KEY = sa.select(*FILE_COLUMNS).where(
 """One file with its body by store key (``:p_key``, ``:p_ph``): one round trip for a reader
 that does not know the store id yet."""
 
-_LOCKED_STORE_COLUMNS = (stores.c.store_id.label("locked_store_id"), stores.c.store_key)
+_LOCKED_STORE_COLUMNS = (
+    stores.c.store_id.label("locked_store_id"),
+    stores.c.store_key,
+    *STORE_CAP_COLUMNS,
+)
 _STORE_AND_FILE = (
     sa.select(*_LOCKED_STORE_COLUMNS, *FILE_COLUMNS)
     .select_from(
@@ -194,7 +236,7 @@ _STORE_AND_FILE = (
 )
 
 LOCK_STORE_AND_FILE = _STORE_AND_FILE.with_for_update()
-"""The store row ``:p_sid`` (``locked_store_id``, ``store_key``) and the file ``:p_ph`` in it
+"""The store row ``:p_sid`` (``locked_store_id``, ``store_key``, caps) and the file ``:p_ph`` in it
 (file columns ``NULL`` when there is none), locking both rows, in one round trip. The outer
 join reads the store row first, so the lock order stays store row, then file row. For the
 backends :func:`dbmemory.db.dialect.store_and_file_lock` names ``"outer"`` (a locking read
@@ -390,6 +432,27 @@ INSERT_AUDIT = sa.insert(audit_events)
 ``file_path``, ``action_name``, ``actor_name``, ``chars_before``, ``chars_after``,
 ``detail_text``, ``created_at``)."""
 
+AUDIT_BUMP_COLUMNS = (
+    "store_id",
+    "store_key",
+    "file_path",
+    "action_name",
+    "actor_name",
+    "chars_before",
+    "chars_after",
+    "detail_text",
+    "created_at",
+)
+INSERT_AUDIT_BUMP = (
+    sa.insert(audit_events)
+    .values({name: _bp(f"p_a_{name}", type_=audit_events.c[name].type) for name in AUDIT_BUMP_COLUMNS})
+    .add_cte(BUMP_STORE.cte("bumped_store"))
+)
+""":data:`INSERT_AUDIT` with :data:`BUMP_STORE` as a data-modifying ``WITH`` (PostgreSQL): a
+write's audit events and the store-row bump in one round trip. Parameters per row: the audit
+columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`; a bare column name would also be
+taken as a ``SET`` of the ``UPDATE``), plus ``p_sid`` and ``p_now``."""
+
 
 # -- stores (admin paths) ---------------------------------------------------------------------
 
@@ -500,6 +563,59 @@ def delete_stores_by_id(store_ids: Sequence[int]) -> tuple[sa.Delete, sa.Delete]
         sa.delete(files).where(files.c.store_id.in_(ids)),
         sa.delete(stores).where(stores.c.store_id.in_(ids)),
     )
+
+
+def select_configured_caps(
+    scope: str, agent_code: str | None, store_code: str | None
+) -> sa.Select[Any]:
+    """Enabled agent configurations that may name a new store of ``scope``: those with the same
+    store code (shared, store-code context), every global one, or those of ``agent_code``
+    (agent, user, agent-keyed context, session). Columns: ``agent_code``, ``scope_name``,
+    ``store_code``, ``context_key`` and the three caps; the caller keeps the rows whose
+    configuration really names the store (:func:`dbmemory.caps.names_store`)."""
+    stmt = sa.select(
+        agents.c.agent_code,
+        agents.c.scope_name,
+        agents.c.store_code,
+        agents.c.context_key,
+        agents.c.max_file_chars,
+        agents.c.max_files,
+        agents.c.max_store_chars,
+    ).where(agents.c.memory_enabled == sa.true(), agents.c.scope_name == scope)
+    if store_code is not None:
+        return stmt.where(agents.c.store_code == store_code)
+    if scope == "global":
+        return stmt
+    return stmt.where(agents.c.agent_code == (agent_code or ""), agents.c.store_code.is_(None))
+
+
+def update_configured_store_caps(
+    *,
+    scope: str,
+    key: str,
+    is_prefix: bool,
+    agent_code: str | None,
+    store_code: str | None,
+    caps: dict[str, Any],
+    now: dt.datetime,
+) -> sa.Update:
+    """Set ``caps`` on the existing stores an agent configuration names: the store ``key``, or
+    every store whose key starts with ``key`` when ``is_prefix`` (an exact ``SUBSTR`` match,
+    never ``LIKE``), of that scope and owner (``agent_code`` / ``store_code`` columns, ``None``
+    = must be NULL; not checked for ``shared`` and ``global``, whose key says it all)."""
+    if is_prefix:
+        match: ColumnElement[bool] = sa.func.substr(stores.c.store_key, 1, len(key)) == key
+    else:
+        match = stores.c.store_key == key
+    conditions = [match, stores.c.scope_name == scope]
+    if scope not in ("shared", "global"):
+        conditions.append(
+            stores.c.agent_code.is_(None) if agent_code is None else stores.c.agent_code == agent_code
+        )
+        conditions.append(
+            stores.c.store_code.is_(None) if store_code is None else stores.c.store_code == store_code
+        )
+    return sa.update(stores).where(*conditions).values(**caps, updated_at=now)
 
 
 # -- read touches and expiry ------------------------------------------------------------------
@@ -730,6 +846,33 @@ def example_statements() -> dict[str, Executable]:
             store_code=None,
             created_at=now,
             updated_at=now,
+            max_file_chars=100_000,
+            max_files=1_000,
+            max_store_chars=None,
+        ),
+        "bump_store": BUMP_STORE,
+        "insert_audit_bump": INSERT_AUDIT_BUMP,
+        "set_store_caps": SET_STORE_CAPS,
+        "select_configured_caps_shared": select_configured_caps("shared", None, "TEAM"),
+        "select_configured_caps_global": select_configured_caps("global", None, None),
+        "select_configured_caps_agent": select_configured_caps("user", "A", None),
+        "update_configured_store_caps": update_configured_store_caps(
+            scope="user",
+            key="user:A:",
+            is_prefix=True,
+            agent_code="A",
+            store_code=None,
+            caps={"max_file_chars": 10, "max_files": 3, "max_store_chars": None},
+            now=now,
+        ),
+        "update_configured_store_caps_shared": update_configured_store_caps(
+            scope="shared",
+            key="shared:TEAM",
+            is_prefix=False,
+            agent_code=None,
+            store_code="TEAM",
+            caps={"max_file_chars": 10, "max_files": 3, "max_store_chars": 30},
+            now=now,
         ),
         "select_stores_of_agent": select_stores_of_agent("A"),
         "lock_stores_by_id": lock_stores_by_id([1, 2]),

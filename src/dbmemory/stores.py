@@ -17,15 +17,18 @@ from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
 from dbmemory import validate as _v
+from dbmemory.caps import caps_values, configured_store_key, strictest_caps
 from dbmemory.db import dialect
-from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
-from dbmemory.files import _audit, _event, find_store_id
+from dbmemory.errors import DbMemoryError, InvalidArgumentError, InvalidScopeError, NotFoundError
+from dbmemory.files import _audit, _event, _lock_store_caps, _savepoint, find_store_id
 from dbmemory.keys import RESERVED_SCOPE, SCOPES, build_store_key, parse_store_key, validate_component
 from dbmemory.txn import write_unit
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
+from dbmemory.statements import SET_STORE_CAPS
 
 __all__ = [
     "enable_for_agent",
+    "set_store_caps",
     "disable_for_agent",
     "get_agent_config",
     "list_agents",
@@ -115,10 +118,21 @@ def enable_for_agent(
             the agent code (keys ``context:store:<CODE>:<KEY>:<VALUE>``, shared by every agent
             with that store code, never equal to an agent's ``context:<AGENT>:...`` keys).
         context_key: required for ``context``: the run-context key whose value names the store.
-        max_file_chars / max_files / max_store_chars: caps (characters, files, characters);
-            ``None`` keeps the current value, or the default for a new agent (100,000 / 1,000 /
-            unlimited). ``max_store_chars`` cannot be reset to unlimited through ``None``: use
-            :func:`disable_for_agent` and enable again.
+        max_file_chars / max_files / max_store_chars: caps (characters per file, files per
+            store, characters per store). ``None`` is the default (100,000 / 1,000 / no cap),
+            also when re-enabling: a cap left out is restored to its default, never kept from
+            the previous configuration (UC AI: null = default).
+
+    The caps are set on the configuration **and**, in the same transaction, on the existing
+    stores it names (a store's caps are the values on its row; every writer enforces them,
+    :mod:`dbmemory.caps`): the agent's own stores (``agent:<A>``, user stores ``user:<A>:*``,
+    context stores ``context:<A>:<KEY>:*``) get these caps; stores that several
+    configurations can name (``shared:<CODE>``, store-code context stores of that code and
+    key, ``global``) get the strictest caps among the enabled configurations naming them, this
+    one included, so a second agent's configuration never loosens the owner's caps (use
+    :func:`set_store_caps` to override). Session stores keep the caps they were created with.
+    Stores already over a lowered cap keep their content; writes that would grow past the cap
+    are refused.
 
     Returns:
         The stored :class:`AgentConfig`.
@@ -146,15 +160,15 @@ def enable_for_agent(
         raise InvalidScopeError(
             "scope 'context' needs context_key: pass the run-context key that names the store"
         )
-    # Validate the caps up front (Caps raises on bad values), before any SQL.
-    Caps(
-        max_file_chars=max_file_chars or DEFAULT_MAX_FILE_CHARS,
-        max_files=max_files or DEFAULT_MAX_FILES,
+    # Validate the caps up front (Caps raises on bad values), before any SQL; None = default.
+    caps = Caps(
+        max_file_chars=DEFAULT_MAX_FILE_CHARS if max_file_chars is None else max_file_chars,
+        max_files=DEFAULT_MAX_FILES if max_files is None else max_files,
         max_store_chars=max_store_chars,
     )
-    for name, value in (("max_file_chars", max_file_chars), ("max_files", max_files)):
-        if value is not None:
-            Caps(**{name: value})
+    named = configured_store_key(
+        scope, agent_code, store_code if scope in ("shared", "context") else None, context_key
+    )
 
     now = dialect.utcnow()
     with write_unit(conn, "saving an agent"):
@@ -165,27 +179,45 @@ def enable_for_agent(
             "context_key": context_key if scope == "context" else None,
             "memory_enabled": True,
             "updated_at": now,
+            **caps_values(caps),
         }
         if row is None:
-            values.update(
-                agent_code=agent_code,
-                max_file_chars=max_file_chars or DEFAULT_MAX_FILE_CHARS,
-                max_files=max_files or DEFAULT_MAX_FILES,
-                max_store_chars=max_store_chars,
-                created_at=now,
-            )
+            values.update(agent_code=agent_code, created_at=now)
             _run(conn, st.insert_agent(values), "saving an agent")
         else:
-            if max_file_chars is not None:
-                values["max_file_chars"] = max_file_chars
-            if max_files is not None:
-                values["max_files"] = max_files
-            if max_store_chars is not None:
-                values["max_store_chars"] = max_store_chars
             _run(conn, st.update_agent(agent_code, values), "saving an agent")
+        changed = 0
+        if named is not None:
+            key, is_prefix = named
+            owned = scope in ("agent", "user") or (scope == "context" and store_code is None)
+            store_caps = caps if owned else _strictest_configured(conn, scope, store_code, named)
+            changed = _run(
+                conn,
+                st.update_configured_store_caps(
+                    scope=scope,
+                    key=key,
+                    is_prefix=is_prefix,
+                    agent_code=agent_code if owned else None,
+                    store_code=store_code if scope in ("shared", "context") else None,
+                    caps=caps_values(store_caps),
+                    now=now,
+                ),
+                "setting the caps of an agent's stores",
+            ).rowcount
         _audit(
             conn,
-            [_event(None, None, None, "agent_enable", "admin", None, None, f"{agent_code}:{scope}")],
+            [
+                _event(
+                    None,
+                    None,
+                    None,
+                    "agent_enable",
+                    "admin",
+                    None,
+                    None,
+                    f"{agent_code}:{scope}; {_caps_text(caps)}; {changed} stores",
+                )
+            ],
         )
     return get_agent_config(conn, agent_code)
 
@@ -535,6 +567,10 @@ def current_store_code() -> str | None:
 def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
     """The :class:`StoreRef` of shared store ``store_code`` (no database access).
 
+    ``caps`` is only the creation-time configuration (:attr:`StoreRef.caps`): ``None`` lets a
+    new row take the strictest caps among the agent configurations that name the store (or the
+    defaults); an existing store's own caps always apply.
+
     Raises:
         InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
     """
@@ -544,5 +580,99 @@ def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
         store_key=build_store_key("shared", store_code=store_code),
         scope="shared",
         store_code=store_code,
-        caps=caps or Caps(),
+        caps=caps,
     )
+
+
+def _strictest_configured(
+    conn: Connection, scope: str, store_code: str | None, named: tuple[str, bool]
+) -> Caps:
+    """The strictest caps among the enabled configurations that name the same stores as
+    ``named`` (a shared, global or store-code context configuration)."""
+    rows = _run(
+        conn, st.select_configured_caps(scope, None, store_code), "reading agent configurations"
+    )
+    same = []
+    for row in rows:
+        m = row._mapping
+        try:
+            other = configured_store_key(
+                m["scope_name"], m["agent_code"], m["store_code"], m["context_key"]
+            )
+        except DbMemoryError:  # a row that no longer builds a key names nothing
+            continue
+        if other == named:
+            same.append(m)
+    return strictest_caps(same)
+
+
+def _caps_text(caps: Caps) -> str:
+    limit = "none" if caps.max_store_chars is None else str(caps.max_store_chars)
+    return (
+        f"max_file_chars={caps.max_file_chars} max_files={caps.max_files} "
+        f"max_store_chars={limit}"
+    )
+
+
+def set_store_caps(
+    conn: Connection,
+    store: int | StoreRef,
+    *,
+    max_file_chars: int | None = None,
+    max_files: int | None = None,
+    max_store_chars: int | None = None,
+    actor: str = "admin",
+) -> Caps:
+    """Set one store's caps (the values on its row, which every writer enforces).
+
+    Args:
+        store: a store id (the store must exist) or a :class:`StoreRef` (its row is created,
+            empty, when it was never written).
+        max_file_chars / max_files / max_store_chars: characters per file, files, characters
+            in the store; ``None`` is the default (100,000 / 1,000 / no cap), never "keep".
+        actor: who, for the audit event (``store_caps``).
+
+    Content already over a lowered cap stays; writes that would grow past it are refused.
+    An agent's :func:`enable_for_agent` later sets the caps of the stores it names again.
+    Runs in the caller's transaction; commits nothing.
+
+    Returns:
+        The store's new :class:`Caps`.
+
+    Raises:
+        InvalidArgumentError: a cap that is not a positive integer. Nothing is written.
+        NotFoundError: no store with that id.
+    """
+    caps = Caps(
+        max_file_chars=DEFAULT_MAX_FILE_CHARS if max_file_chars is None else max_file_chars,
+        max_files=DEFAULT_MAX_FILES if max_files is None else max_files,
+        max_store_chars=max_store_chars,
+    )
+    with _savepoint(conn, "setting a store's caps"):
+        store_id, store_key, old = _lock_store_caps(conn, store)
+        conn.execute(
+            SET_STORE_CAPS,
+            {
+                "p_sid": store_id,
+                "p_max_file_chars": caps.max_file_chars,
+                "p_max_files": caps.max_files,
+                "p_max_store_chars": caps.max_store_chars,
+                "p_now": dialect.utcnow(),
+            },
+        )
+        _audit(
+            conn,
+            [
+                _event(
+                    store_id,
+                    store_key,
+                    None,
+                    "store_caps",
+                    actor,
+                    None,
+                    None,
+                    f"{_caps_text(caps)} (was {_caps_text(old)})",
+                )
+            ],
+        )
+    return caps

@@ -109,7 +109,7 @@ def enable(
             "--max-file-chars",
             min=1,
             metavar="N",
-            help="Cap: characters per file. Default: keep the current value, else 100,000.",
+            help="Cap: characters per file. Default 100,000 (also on re-enable: left out = default).",
             show_default=False,
         ),
     ] = None,
@@ -119,7 +119,7 @@ def enable(
             "--max-files",
             min=1,
             metavar="N",
-            help="Cap: files per store. Default: keep the current value, else 1,000.",
+            help="Cap: files per store. Default 1,000 (also on re-enable: left out = default).",
             show_default=False,
         ),
     ] = None,
@@ -129,7 +129,7 @@ def enable(
             "--max-store-chars",
             min=1,
             metavar="N",
-            help="Cap: characters per store. Default: keep the current value, else unlimited.",
+            help="Cap: characters per store. Default no cap (also on re-enable: left out = default).",
             show_default=False,
         ),
     ] = None,
@@ -138,8 +138,10 @@ def enable(
 ) -> None:
     """Enable memory for an agent, or change its configuration (an upsert).
 
-    Caps left out keep their current values (or the defaults for a new agent). Runs in a
-    transaction of its own and commits it.
+    Caps left out are the defaults, also when re-enabling (they are never kept from the old
+    configuration). The caps are set on the configuration and on the existing stores it names
+    (its agent, user and context stores, its shared store, the global store); every writer of
+    a store obeys its caps. Runs in a transaction of its own and commits it.
 
     Example:
 

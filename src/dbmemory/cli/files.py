@@ -187,28 +187,25 @@ def _agent_caps(conn: Connection, agent_code: str | None) -> Caps | None:
 
 def _store_for_write(
     conn: Connection, store_key: str | None, store_id: int | None
-) -> tuple[int | StoreRef, str, Caps]:
+) -> tuple[int | StoreRef, str]:
     """What ``put`` writes to: an existing store id, or a :class:`StoreRef` created on write.
 
     Returns:
-        ``(store, display key, caps)``: the caps of the agent that owns the store when it has a
-        configuration, else the defaults.
+        ``(store, display key)``. The caps are the store row's own (:mod:`dbmemory.caps`); a
+        store created by the write gets the strictest caps of the enabled agent
+        configurations that name it, else the defaults.
     """
-    from dbmemory.model import Caps, StoreRef
+    from dbmemory.model import StoreRef
 
     row = lookup_store(conn, store_key, store_id)
     if row is not None:
-        caps = _agent_caps(conn, row.agent_code) or Caps()
-        return row.store_id, row.store_key, caps
+        return row.store_id, row.store_key
     assert store_key is not None
     namespace = store_key.split(":")[1] if store_key.startswith("context:") else None
     agent_exists = namespace is not None and _agent_caps(conn, namespace) is not None
     scope, agent_code, store_code = parse_store_key(store_key, agent_exists=agent_exists)
-    caps = _agent_caps(conn, agent_code) or Caps()
-    ref = StoreRef(
-        store_key=store_key, scope=scope, agent_code=agent_code, store_code=store_code, caps=caps
-    )
-    return ref, store_key, caps
+    ref = StoreRef(store_key=store_key, scope=scope, agent_code=agent_code, store_code=store_code)
+    return ref, store_key
 
 
 def _list_stores(conn: Connection) -> list[dict[str, Any]]:
@@ -372,15 +369,19 @@ def put(
     ] = None,
     no_caps: Annotated[
         bool,
-        typer.Option("--no-caps", help="Skip the caps (characters per file, files, store size)."),
+        typer.Option(
+            "--no-caps",
+            help="Admin bypass: skip the store's caps (characters per file, files, store size).",
+        ),
     ] = False,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create or replace a file with the text from --text, --from-file or stdin.
 
-    The store is created when a --store key names one never written. The caps of the agent
-    that owns the store apply (defaults otherwise) unless --no-caps is given. Runs in a
+    The store is created when a --store key names one never written. The store's own caps
+    apply (set by the agent configurations that name it, else the defaults) unless --no-caps
+    is given. Runs in a
     transaction of its own and commits it.
 
     Example:
@@ -392,10 +393,8 @@ def put(
 
     body = _read_text(text, from_file)
     with transaction(url, "writing a file") as conn:
-        target, store_key, caps = _store_for_write(conn, store, store_id)
-        record = files.put_file(
-            conn, target, path, body, enforce_caps=not no_caps, caps=caps, actor=ACTOR
-        )
+        target, store_key = _store_for_write(conn, store, store_id)
+        record = files.put_file(conn, target, path, body, enforce_caps=not no_caps, actor=ACTOR)
     if as_json:
         data = _file_dict(record)
         data.pop("text", None)

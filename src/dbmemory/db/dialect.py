@@ -54,6 +54,9 @@ __all__ = [
     "current_read",
     "insert_store_statement",
     "store_and_file_lock",
+    "bump_store_on_write",
+    "store_bump",
+    "serialization_failure",
     "engine_defaults",
     "transaction_lost",
     "lost_transaction_reason",
@@ -594,6 +597,61 @@ def store_and_file_lock(bind: Connection) -> str | None:
     if name == "postgresql":
         return "inner"
     return None
+
+
+def bump_store_on_write(bind: Connection) -> bool:
+    """Whether every write must also modify its store row
+    (:data:`dbmemory.statements.BUMP_STORE`) for caps and shape to hold at every isolation
+    level.
+
+    True on PostgreSQL and Oracle: at REPEATABLE READ / SERIALIZABLE a writer reads from a
+    snapshot taken at its transaction's first statement, so after the store lock is granted
+    its count of files and characters (and its file/directory shape check) can miss another
+    writer's commit. When every write modifies the store row, locking that row fails with a
+    serialisation failure (PostgreSQL SQLSTATE 40001, Oracle ORA-08177) instead, and the
+    caller is told to retry the whole transaction. Locking a row that was only locked, not
+    changed, would not fail. At READ COMMITTED the bump changes nothing but costs one statement.
+
+    False on MySQL/MariaDB, whose reads under the store lock are locking reads that see the
+    latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and on SQLite
+    (one writer at a time, ``BEGIN IMMEDIATE``).
+    """
+    return store_bump(bind) is not None
+
+
+def store_bump(bind: Connection) -> str | None:
+    """How a write modifies its store row (see :func:`bump_store_on_write`): ``"cte"`` on
+    PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
+    :data:`dbmemory.statements.INSERT_AUDIT_BUMP`), ``"statement"`` on Oracle (no DML in
+    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert), ``None`` on
+    MySQL/MariaDB and SQLite."""
+    name = bind.dialect.name
+    if name == "postgresql":
+        return "cte"
+    if name == "oracle":
+        return "statement"
+    return None
+
+
+def serialization_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a serialisation failure of the caller's REPEATABLE READ/SERIALIZABLE
+    transaction: PostgreSQL SQLSTATE 40001 ("could not serialize access"), Oracle ORA-08177.
+    Retrying inside the same transaction fails again: only a new transaction can succeed."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for candidate in (getattr(current, "orig", None), current):
+            if candidate is None:
+                continue
+            state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+            if state == "40001":
+                return True
+            text = str(candidate).lower()
+            if "could not serialize access" in text or "ora-08177" in text:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _error_codes(exc: BaseException) -> set[int]:

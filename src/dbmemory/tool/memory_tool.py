@@ -11,6 +11,7 @@ caller's transaction (inside a savepoint); nothing commits.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 
 from sqlalchemy.engine import Connection
@@ -52,6 +53,12 @@ __all__ = ["MemoryTool"]
 log = logging.getLogger(__name__)
 
 
+def _edit_limit(caps: Caps, current: str) -> int:
+    """The longest text an edit may leave: the store's ``max_file_chars``, or the current length
+    when a lowered cap already left the file longer (an edit may shrink it)."""
+    return max(caps.max_file_chars, len(current))
+
+
 def _encodable(text: str) -> str:
     """``text`` made safe to send as UTF-8: any lone surrogate echoed from the arguments is
     shown as an escape (``\\udc80``) instead of breaking the caller's JSON encoder."""
@@ -87,12 +94,16 @@ class MemoryTool:
     Args:
         conn: the caller's SQLAlchemy connection; writes join its transaction (never committed
             here).
-        agent_code: the agent whose configuration names the store (scope, caps). ``None``
-            uses the shared store of the innermost :func:`dbmemory.use_store` block.
+        agent_code: the agent whose configuration names the store (its scope; its caps become
+            the store's if this tool's first write creates it). ``None`` uses the shared store
+            of the innermost :func:`dbmemory.use_store` block.
         user_id / session_id / run_context: what the agent's scope needs (user scope: a user id
             from the caller; session scope: a session id; context scope: the context key).
         store: an explicit :class:`StoreRef` instead of an agent (see :meth:`for_store`).
         actor: who acts, for audit events (default: ``memory-tool`` plus agent, user, session).
+
+    Caps: every command enforces the caps on the store's row (:mod:`dbmemory.caps`), whoever
+    the writer is; the tool brings none of its own.
 
     Raises:
         NotFoundError: the agent has no memory configuration.
@@ -155,14 +166,26 @@ class MemoryTool:
         cls, conn: Connection, store_code: str, *, caps: Caps | None = None, actor: str | None = None
     ) -> MemoryTool:
         """A tool bound to the shared store ``shared:<store_code>`` (what :func:`use_store`
-        names), with ``caps`` (default caps when ``None``).
+        names). The store's own caps apply (set by the agent configurations that name it,
+        :func:`dbmemory.enable_for_agent`, or :func:`dbmemory.set_store_caps`); a store this
+        tool creates takes the strictest caps of those configurations, else the defaults.
+
+        Args:
+            caps: deprecated and ignored (a ``DeprecationWarning``): a writer brings no caps.
 
         Raises:
             InvalidScopeError: invalid store code.
             InvalidArgumentError: ``caps`` not a Caps or None; ``conn`` not a Connection.
         """
         _v.arguments(conn=conn)
-        return cls(conn, store=shared_store(store_code, caps), actor=actor)
+        if caps is not None:
+            warnings.warn(
+                "MemoryTool.for_store(caps=...) is deprecated and ignored: a store's caps are "
+                "the values on its row (dbmemory.enable_for_agent, dbmemory.set_store_caps)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        return cls(conn, store=shared_store(store_code), actor=actor)
 
     @property
     def store(self) -> StoreRef:
@@ -216,7 +239,7 @@ class MemoryTool:
             )
 
     def _dispatch(self, command: object) -> str:
-        conn, store, caps = self._conn, self._store, self._store.caps
+        conn, store = self._conn, self._store
         if isinstance(command, View):
             found = files.view_path(conn, store, command.path)
             if isinstance(found, FileRecord):
@@ -224,9 +247,7 @@ class MemoryTool:
                 return render_file(command.path, found.text, coerce_view_range(command.view_range_raw))
             return render_listing(command.path, found)
         if isinstance(command, Create):
-            record = files.create_file(
-                conn, store, command.path, command.file_text, caps=caps, actor=self.actor
-            )
+            record = files.create_file(conn, store, command.path, command.file_text, actor=self.actor)
             self._remember_store(record)
             return messages.file_created(command.path)
         if isinstance(command, StrReplace):
@@ -235,12 +256,12 @@ class MemoryTool:
                 conn,
                 store,
                 command.path,
-                lambda current: apply_str_replace(
-                    command.path, current, old, new, max_chars=caps.max_file_chars
+                lambda current, caps: apply_str_replace(
+                    command.path, current, old, new, max_chars=_edit_limit(caps, current)
                 ),
-                caps=caps,
                 actor=self.actor,
                 action="str_replace",
+                pass_caps=True,
             )
             self._remember_store(record)
             return text
@@ -250,12 +271,12 @@ class MemoryTool:
                 conn,
                 store,
                 command.path,
-                lambda current: apply_insert(
-                    command.path, current, line, insert_text, max_chars=caps.max_file_chars
+                lambda current, caps: apply_insert(
+                    command.path, current, line, insert_text, max_chars=_edit_limit(caps, current)
                 ),
-                caps=caps,
                 actor=self.actor,
                 action="insert",
+                pass_caps=True,
             )
             self._remember_store(record)
             return text
@@ -263,9 +284,7 @@ class MemoryTool:
             count = files.delete_path(conn, store, command.path, actor=self.actor)
             return messages.deleted(command.path, count if count > 1 else None)
         if isinstance(command, Rename):
-            count = files.rename_path(
-                conn, store, command.old_path, command.new_path, caps=caps, actor=self.actor
-            )
+            count = files.rename_path(conn, store, command.old_path, command.new_path, actor=self.actor)
             return messages.renamed(command.old_path, command.new_path, count if count > 1 else None)
         raise ToolInputError(messages.unknown_command(str(getattr(command, "command", command))))
 
@@ -293,6 +312,8 @@ class MemoryTool:
                 return exc.message
             if exc.code == "busy":
                 return messages.database_busy()
+            if exc.code == files.SERIALIZATION_FAILURE:
+                return messages.retry_transaction(path)
             return messages.conflict(path)
         if isinstance(exc, StorageError):
             return messages.storage_unavailable()

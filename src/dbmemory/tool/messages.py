@@ -54,6 +54,7 @@ __all__ = [
     "store_too_large",
     "cap_exceeded",
     "conflict",
+    "retry_transaction",
     "storage_unavailable",
     "internal_error",
     # failures of the pure helpers
@@ -355,6 +356,17 @@ def database_busy() -> str:
     return (
         "The database is busy: another connection is writing to it and did not finish in "
         "time; nothing was changed. Retry the command in a moment."
+    )
+
+
+def retry_transaction(path: str) -> str:
+    """The caller's REPEATABLE READ/SERIALIZABLE transaction started before another writer's
+    change to the store: no write can succeed in it any more."""
+    return (
+        f"{path} was not written: another writer changed this memory store after the current "
+        "transaction began, so this write cannot be checked against the store's limits; "
+        "nothing was changed. Retrying in this same transaction fails again: do not retry "
+        "memory writes in this turn. The application must roll back and retry the whole turn."
     )
 
 
