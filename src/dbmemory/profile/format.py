@@ -189,6 +189,12 @@ class ParsedBody:
         return set(self.found) == set(SECTIONS)
 
     @property
+    def exact(self) -> bool:
+        """Whether the body has the six sections and no other ``##`` section (a seventh section
+        would be kept as content of the one before it: writers refuse it instead)."""
+        return self.complete and not self.unknown_headings
+
+    @property
     def missing(self) -> tuple[str, ...]:
         """Canonical titles that had no heading."""
         return tuple(name for name in SECTIONS if name not in self.found)
