@@ -238,3 +238,34 @@ def test_other_users_read_and_write_while_a_turn_waits_for_its_model(engine: Eng
     assert "error" not in outcome, outcome.get("error")
     assert outcome["result"].answer == "done"
     assert [c.is_error for c in outcome["result"].tool_calls] == [False]
+
+
+def test_a_failed_commit_of_a_tool_call_is_reported_as_nothing_saved(agent: Engine) -> None:
+    calls = iter(
+        [
+            Completion("", "tool_calls", [ToolCall("c1", "memory", {"command": "create", "path": "/memories/a.md", "file_text": "x"})]),
+            Completion("done", "stop"),
+        ]
+    )
+    armed = {"on": False}
+
+    def complete(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+        armed["on"] = not any(m.get("role") == "tool" for m in messages)  # fail the one tool commit
+        return next(calls)
+
+    def refuse_commit(conn: Any) -> None:
+        if armed["on"]:
+            armed["on"] = False
+            raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    sa.event.listen(agent, "commit", refuse_commit)
+    try:
+        result = run_turn(agent, agent_code=AGENT, user_id=None, messages=[{"role": "user", "content": "x"}],
+                          model=MODEL, complete=complete)
+    finally:
+        sa.event.remove(agent, "commit", refuse_commit)
+    record = result.tool_calls[0]
+    assert record.is_error and "nothing was saved" in record.result
+    with agent.begin() as conn:
+        seen = MemoryTool(conn, AGENT).execute({"command": "view", "path": "/memories"})
+    assert "a.md" not in seen
