@@ -29,3 +29,42 @@ def test_an_answer_holding_two_profiles_is_refused(answer: str) -> None:
     extracted = extract_body(answer)
     assert not extracted.ok
     assert extracted.reason == "duplicate_sections"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "NOOP\n" + BODY,
+        "NOOP.\n\n" + BODY,
+        "**NOOP**\n```markdown\n" + BODY + "```\n",
+        "Here is the profile.\nnoop\n" + BODY,
+        BODY + "\nNOOP\n",
+        BODY.replace("## Work Context", "NOOP\n## Work Context"),
+    ],
+    ids=["noop-line-first", "noop-dot-then-blank", "noop-before-a-fence", "noop-after-prose",
+         "noop-after", "noop-inside"],
+)
+def test_a_noop_line_before_inside_or_after_a_profile_is_refused(answer: str) -> None:
+    extracted = extract_body(answer)
+    assert not extracted.ok
+    assert extracted.reason == "not_a_profile"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        BODY + "\n## Hobbies\n- chess\n",
+        BODY.replace("## Work Context", "## Client Notes\n- Acme\n\n## Work Context"),
+        "```markdown\n" + BODY + "\n## Secrets\n- none\n```",
+    ],
+    ids=["seventh-at-the-end", "seventh-in-the-middle", "seventh-in-a-fence"],
+)
+def test_a_seventh_section_is_refused_not_kept_as_content(answer: str) -> None:
+    extracted = extract_body(answer)
+    assert not extracted.ok
+    assert extracted.reason == "extra_sections"
+
+
+def test_a_word_noop_inside_a_longer_line_is_content() -> None:
+    body = BODY.replace("- Name: Ann", "- Name: Ann\n- noop handling in the ETL jobs")
+    assert extract_body(body).ok

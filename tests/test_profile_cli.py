@@ -148,3 +148,25 @@ def test_edit_with_the_same_text_writes_nothing(url: str) -> None:
     shown = ok(run(url, "profile", "show", "u-78")).stdout
     result = ok(run(url, "profile", "edit", "u-78", "--text", shown))
     assert "No change" in result.stdout and "version 1" in result.stdout
+
+
+def test_import_and_export_say_why_a_file_or_a_user_was_refused(url: str, tmp_path: Path) -> None:
+    ok(run(url, "profile", "edit", "u-1", "--text", FULL))
+    before = ok(run(url, "profile", "show", "u-1")).stdout
+    tree = tmp_path / "tree"
+    for folder, text in [("u-1", "notes without any section\n"), ("victim", "---\nuser_id: [x\n---\n" + FULL)]:
+        path = tree / f"home-{folder}" / "user-memory" / "memory.md"
+        path.parent.mkdir(parents=True)
+        path.write_text(text, encoding="utf-8")
+    shown = ok(run(url, "profile", "import", str(tree))).stdout
+    assert "Imported 0 profile(s)" in shown
+    assert "none of the profile sections" in shown and "never taken from the folder name" in shown
+    assert ok(run(url, "profile", "show", "u-1")).stdout == before
+    assert run(url, "profile", "show", "victim").exit_code == 1
+    ok(run(url, "profile", "edit", "Ann", "--text", FULL))
+    ok(run(url, "profile", "edit", "ann", "--text", FULL))
+    exported = json.loads(ok(run(url, "profile", "export", str(tmp_path / "out"), "--json")).stdout)
+    assert len(exported["done"]) == 1  # u-1
+    assert {s["item"] for s in exported["skipped"]} == {"Ann", "ann"}
+    refused = run(url, "profile", "edit", "u-1", "--text", "no sections here")
+    assert refused.exit_code != 0 and "none of the profile sections" in refused.stderr

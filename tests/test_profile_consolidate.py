@@ -215,13 +215,14 @@ def test_the_policy_is_embedded_in_every_write_path_prompt(db: Engine) -> None:
     big = body_with({"Identity": ["Dana"], "Recent Topics": [f"topic {i} " + "q" * 100 for i in range(120)]})
     fake = FakeModel(rewrite=big, condense=FULL)
     result = _run(db, fake, config=UserMemoryConfig(max_tokens=500))
-    assert fake.purposes() == ["gate", "rewrite", "scrub", "condense"]
+    # the condensed text is scrubbed again before it is written (the write gate)
+    assert fake.purposes() == ["gate", "rewrite", "scrub", "condense", "scrub"]
     for purpose in ("rewrite", "scrub", "condense"):
         assert CONTENT_POLICY in fake.prompt(purpose)
     assert CONTENT_POLICY not in fake.prompt("gate")
     assert result.outcome == "updated" and result.condensed and not result.truncated
     assert result.token_count <= 500
-    assert [c.purpose for c in result.calls] == ["gate", "rewrite", "scrub", "condense"]
+    assert [c.purpose for c in result.calls] == ["gate", "rewrite", "scrub", "condense", "scrub"]
     assert all(c.prompt_tokens == 11 for c in result.calls)
     assert result.usage("rewrite")[1] == len(big) // 4
 

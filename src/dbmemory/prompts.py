@@ -6,7 +6,7 @@ from sqlalchemy.engine import Connection
 
 from dbmemory.errors import NotFoundError
 
-__all__ = ["MEMORY_PROTOCOL", "get_memory_protocol", "augment_system_prompt"]
+__all__ = ["MEMORY_PROTOCOL", "get_memory_protocol", "augment_system_prompt", "has_memory_protocol"]
 
 MEMORY_PROTOCOL = """\
 MEMORY PROTOCOL
@@ -34,12 +34,35 @@ def get_memory_protocol() -> str:
     return MEMORY_PROTOCOL
 
 
+_PROTOCOL_TITLE = MEMORY_PROTOCOL.split("\n", 1)[0]
+
+
+def has_memory_protocol(system_prompt: str | None) -> bool:
+    """Whether ``system_prompt`` already carries the MEMORY PROTOCOL block.
+
+    Returns:
+        True when the prompt holds the block verbatim, or a line that is exactly its title
+        ``MEMORY PROTOCOL`` (a copy re-wrapped or edited by the host still counts).
+    """
+    if not system_prompt:
+        return False
+    if MEMORY_PROTOCOL in system_prompt:
+        return True
+    return any(line.strip() == _PROTOCOL_TITLE for line in system_prompt.splitlines())
+
+
 def augment_system_prompt(system_prompt: str | None, conn: Connection, agent_code: str) -> str:
     """Append the MEMORY PROTOCOL to ``system_prompt`` when ``agent_code`` has memory enabled.
 
+    Idempotent: a prompt that already carries the block (:func:`has_memory_protocol`) is
+    returned unchanged, so augmenting twice never adds it twice. Call it when a conversation
+    starts and keep the result for the whole conversation (an open conversation keeps the
+    system prompt it started with).
+
     Returns:
-        ``system_prompt`` unchanged (``""`` for ``None``) when the agent has no configuration
-        or memory is disabled; otherwise the prompt, a blank line, and the protocol block.
+        ``system_prompt`` unchanged (``""`` for ``None``) when the agent has no configuration,
+        memory is disabled, or the prompt already carries the block; otherwise the prompt, a
+        blank line, and the protocol block.
 
     Raises:
         InvalidScopeError: invalid agent code.
@@ -55,6 +78,6 @@ def augment_system_prompt(system_prompt: str | None, conn: Connection, agent_cod
         config = get_agent_config(conn, agent_code)
     except NotFoundError:
         return base
-    if not config.memory_enabled:
+    if not config.memory_enabled or has_memory_protocol(base):
         return base
     return f"{base.rstrip()}\n\n{MEMORY_PROTOCOL}" if base.strip() else MEMORY_PROTOCOL

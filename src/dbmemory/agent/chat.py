@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Engine
 
 from dbmemory.agent.litellm_tools import ToolCallRecord
-from dbmemory.agent.turn import TurnConfig, TurnEvent, TurnResult, run_turn
+from dbmemory.agent.turn import TurnConfig, TurnEvent, TurnResult, protocol_mode_after, run_turn
 
 __all__ = [
     "CHAT_SYSTEM_PROMPT",
@@ -121,6 +121,9 @@ class ChatSession:
     history: list[dict[str, str]] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
     max_history_messages: int = 40
+    memory_protocol: bool | None = None
+    """Whether this conversation's first turn carried the MEMORY PROTOCOL block (None before
+    it): later turns keep the system prompt the conversation started with."""
 
     def _on_event(self, event: TurnEvent) -> None:
         if event.kind == "tool_call":
@@ -153,10 +156,14 @@ class ChatSession:
             model=self.model,
             session_id=self.session_id,
             complete=self.complete,
-            config=TurnConfig(now=now, post_process="deferred"),
+            config=TurnConfig(
+                now=now, post_process="deferred", memory_protocol=protocol_mode_after(self.memory_protocol)
+            ),
             on_event=self._on_event,
             step_logger=_StepBridge(self.display),
         )
+        if self.memory_protocol is None:
+            self.memory_protocol = result.memory_protocol
         self.history += [{"role": "user", "content": text}, {"role": "assistant", "content": result.answer}]
         return result
 
@@ -202,3 +209,4 @@ class ChatSession:
                 return None if store_id is None else get_file(conn, store_id, normalize_path(path)).text
             except DbMemoryError:
                 return None
+

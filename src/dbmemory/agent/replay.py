@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from dbmemory.agent.transcripts import Conversation, Exchange, exchanges, safe_component
-from dbmemory.agent.turn import TurnConfig, TurnResult, run_turn
+from dbmemory.agent.turn import TurnConfig, TurnResult, protocol_mode_after, run_turn
 from dbmemory.llm import Completion
 
 __all__ = [
@@ -354,6 +354,7 @@ def replay_conversation(
     with _progress(progress, total, f"Replaying {conversation.id}", console) as advance:
         for session in conversation.sessions:
             history: list[dict[str, str]] = []
+            started_with: bool | None = None  # each session is a new conversation
             for exchange in exchanges(session):
                 counting.recorded_reply = exchange.assistant_text
                 messages = [{"role": "system", "content": _session_header(exchange)}]
@@ -371,9 +372,12 @@ def replay_conversation(
                         max_tool_calls=max_tool_calls,
                         now=exchange.time,
                         post_process="deferred",
+                        memory_protocol=protocol_mode_after(started_with),
                     ),
                     complete=counting,
                 )
+                if started_with is None:
+                    started_with = result.memory_protocol
                 _record(summary, result)
                 t0 = time.perf_counter()
                 if result.post_processing is not None:

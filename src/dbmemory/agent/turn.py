@@ -19,15 +19,36 @@ A turn:
    that the caller can wait for or ignore; it runs in its own transactions; its failures are
    logged and counted, never raised into the turn.
 
-Transactions: given an :class:`~sqlalchemy.engine.Engine`, ``run_turn`` **opens one transaction
-for the turn and commits it** when the turn succeeds (it rolls back when the turn raises); the
-post-processing starts after that commit. Given a :class:`~sqlalchemy.engine.Connection`, the
-turn's memory writes join the caller's transaction and nothing is committed: the caller's
-rollback removes them. Then the post-processing (its own connection, its own transaction) may
-wait for the caller's commit on SQLite (one writer): commit before waiting for it, or pass
+Transactions: given an :class:`~sqlalchemy.engine.Engine`, ``run_turn`` opens one connection and
+**owns its transactions**: the readiness check, the profile load and each MEMORY tool call run
+in a short transaction of their own that commits at once, so no transaction is open while a
+model (or a caller's tool) runs: on SQLite the single write lock is held only for one tool
+call at a time, and other users' turns, reads and writes go on during this turn's model calls.
+A memory write that committed stays when a later model call fails (the MEMORY PROTOCOL tells
+the model to assume it can be interrupted at any moment); when the commit of a tool call fails,
+the model is told that nothing was saved. The post-processing starts after the turn.
+
+Given a :class:`~sqlalchemy.engine.Connection`, every database step joins the caller's
+transaction (SQLAlchemy begins one on the first statement when none is open) and nothing is
+committed or rolled back: the caller's rollback removes the turn's memory writes. The turn then
+holds, across its model calls and until the caller ends the transaction, whatever that
+transaction holds: on PostgreSQL, MariaDB and Oracle the row locks of the store rows and files
+the tool wrote (reads take none); on SQLite with dbmemory's engine set-up every transaction
+starts with ``BEGIN IMMEDIATE``, so the database's write lock is held from the turn's first
+statement (its readiness check), and every other dbmemory transaction on that database, reads
+included, waits for it up to the busy timeout. Pass the Engine on SQLite to serve several users
+at once. The post-processing (its own connection, its own transaction) may wait for the
+caller's commit on SQLite (one writer): commit before waiting for it, or pass
 ``TurnConfig(post_process="deferred")`` and call ``result.post_processing.start()`` after your
 commit. On an in-memory SQLite database (one shared connection) the post-processing runs inline
 when given an Engine and is deferred when given a Connection.
+
+The MEMORY PROTOCOL block is added to the system prompt of a **new** conversation only (UC AI:
+an open conversation keeps the system prompt it started with): not when the given system prompt
+already carries it (never twice), and not when ``messages`` already hold earlier assistant or
+tool messages of a conversation whose system prompt does not carry it. ``TurnConfig(
+memory_protocol="include")`` says the conversation started with it (hosts that rebuild their
+system prompt each turn), ``"omit"`` never adds it.
 """
 
 from __future__ import annotations
@@ -42,7 +63,7 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import Connection, Engine
 
-from dbmemory.agent._drivers import Db, Model, Tool, drive_async, drive_sync, sync_complete
+from dbmemory.agent._drivers import Db, Model, Tool, TurnConnection, drive_async, drive_sync, sync_complete
 from dbmemory.agent.litellm_tools import (
     DEFAULT_MAX_RESULT_CHARS,
     MEMORY_TOOL_NAME,
@@ -67,6 +88,7 @@ __all__ = [
     "arun_turn",
     "DEFAULT_MAX_TOOL_CALLS",
     "post_processing_failures",
+    "protocol_mode_after",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +97,7 @@ DEFAULT_MAX_TOOL_CALLS = 16
 """Most tool calls one turn executes before the model must answer."""
 
 PostProcessMode = Literal["background", "inline", "deferred", "off"]
+ProtocolMode = Literal["auto", "include", "omit"]
 
 LOAD_FAILED_NOTE = (
     "## What I know about you\n\n"
@@ -119,6 +142,12 @@ class TurnConfig:
             ``api_base``, litellm's ``mock_response`` ...).
         now: the turn's time (UTC) used for the profile's Recent Topics, or None for the clock
             (replays pass the recorded session time).
+        memory_protocol: when the MEMORY PROTOCOL block is added (agents with the MEMORY tool
+            only; never twice): ``"auto"`` (default) adds it to a new conversation only, i.e.
+            when ``messages`` hold no earlier assistant or tool message; ``"include"`` adds it
+            to any turn whose system prompt lacks it (the conversation started with it and the
+            host rebuilds its system prompt each turn: pass ``"include"`` when the first turn's
+            :attr:`TurnResult.memory_protocol` was True); ``"omit"`` never adds it.
     """
 
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
@@ -130,6 +159,7 @@ class TurnConfig:
     timeout_s: float | None = None
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
     now: dt.datetime | None = None
+    memory_protocol: ProtocolMode = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
@@ -141,6 +171,10 @@ class TurnConfig:
             raise InvalidArgumentError(
                 f"post_process must be 'background', 'inline', 'deferred' or 'off', got "
                 f"{self.post_process!r}: pick one of them"
+            )
+        if self.memory_protocol not in ("auto", "include", "omit"):
+            raise InvalidArgumentError(
+                f"memory_protocol must be 'auto', 'include' or 'omit', got {self.memory_protocol!r}"
             )
         _check_config_fields(self)
 
@@ -199,6 +233,8 @@ class TurnResult:
         tool_limit_reached: True when the model asked for more than ``max_tool_calls`` calls.
         memory_tool: whether the agent had the MEMORY tool.
         profile_loaded: whether a profile was injected into the system prompt.
+        memory_protocol: whether the system prompt sent carried the MEMORY PROTOCOL block (added
+            by this turn or already in the caller's system prompt).
         messages: the full message list of the turn (system prompt, history, tool messages and
             the final assistant message).
         post_processing: the consolidation handle (:class:`PostProcessing` or
@@ -214,6 +250,7 @@ class TurnResult:
     memory_tool: bool
     profile_loaded: bool
     messages: list[dict[str, Any]]
+    memory_protocol: bool = False
     post_processing: PostProcessing | AsyncPostProcessing | None = None
 
     @property
@@ -312,6 +349,20 @@ def _split_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict
     return "\n\n".join(p for p in system_parts if p.strip()), rest
 
 
+def _ongoing(history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``history`` holds earlier turns of a conversation (assistant or tool messages)."""
+    return any(m.get("role") in ("assistant", "tool", "function") for m in history)
+
+
+def _wants_protocol(mode: ProtocolMode, system: str, history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether this turn adds the MEMORY PROTOCOL block (see the module doc)."""
+    from dbmemory.prompts import has_memory_protocol
+
+    if mode == "omit" or has_memory_protocol(system):
+        return False
+    return mode == "include" or not _ongoing(history)
+
+
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -360,10 +411,11 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
 
     system, history = _split_system(ctx.messages)
     parts = [system] if system.strip() else []
-    if has_tool:
-        from dbmemory.prompts import get_memory_protocol
+    from dbmemory.prompts import get_memory_protocol, has_memory_protocol
 
+    if has_tool and _wants_protocol(cfg.memory_protocol, system, history):
         parts.append(get_memory_protocol())
+    protocol_sent = has_memory_protocol("\n\n".join(parts))
     profile_loaded = False
     if ctx.memory_on and ctx.state is not None:
         from dbmemory.profile.load import memory_prompt_section
@@ -442,6 +494,7 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
         memory_tool=has_tool,
         profile_loaded=profile_loaded,
         messages=messages,
+        memory_protocol=protocol_sent,
     )
 
 
@@ -555,8 +608,12 @@ def run_turn(
     """Run one agent turn with database memory (see the module docs for the steps).
 
     Args:
-        engine_or_conn: an Engine (the turn opens **and commits** its own transaction) or a
-            Connection (the turn joins the caller's transaction and never commits).
+        engine_or_conn: an Engine (the turn commits each database step and each MEMORY tool
+            call at once, in short transactions of its own; none is open during a model call)
+            or a Connection (every step joins the caller's transaction, nothing is committed,
+            and what that transaction locks stays locked across the model calls: on SQLite the
+            write lock, from the turn's first statement until the caller ends it; see the
+            module docs).
         agent_code: the agent; its memory configuration decides whether it has the MEMORY tool.
         user_id: the signed-in user (profile and user-scoped stores), or None.
         messages: OpenAI-style chat messages ending with the user's message; a leading
@@ -583,7 +640,8 @@ def run_turn(
         NotFoundError, InvalidScopeError: from :func:`~dbmemory.stores.check_run_ready` (e.g. a
             context-scoped agent without its key), before any model call.
         InvalidArgumentError: no user message, no model, or a caller tool named ``memory``.
-        Exception: what the model call raises (the turn's own transaction rolls back).
+        Exception: what the model call raises (memory writes already committed by the turn's
+            earlier tool calls stay; with a Connection the caller decides).
     """
     _check_turn_arguments(**locals())
     ctx = _prepare(
@@ -606,12 +664,12 @@ def run_turn(
     given_engine = isinstance(engine_or_conn, Engine)
     if given_engine:
         engine = engine_or_conn
-        with engine.begin() as conn:  # the turn's own transaction, committed on success
-            result = drive_sync(_turn(ctx), conn, ctx, complete)
+        with engine.connect() as conn:  # short transactions of its own, none across a model call
+            result = drive_sync(_turn(ctx), TurnConnection(conn, owned=True), ctx, complete)
     else:
         conn = engine_or_conn
         engine = conn.engine
-        result = drive_sync(_turn(ctx), conn, ctx, complete)
+        result = drive_sync(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
     if ctx.memory_on and ctx.config.post_process != "off":
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
         handle = PostProcessing(_consolidation(ctx, engine, result.answer, complete), on_failure=_on_failure(ctx))
@@ -669,18 +727,13 @@ async def arun_turn(
         engine = engine_or_conn
         conn = await asyncio.to_thread(engine.connect)
         try:
-            await asyncio.to_thread(conn.begin)
-            result = await drive_async(_turn(ctx), conn, ctx, complete)
-            await asyncio.to_thread(conn.commit)
-        except BaseException:
-            await asyncio.to_thread(conn.rollback)
-            raise
+            result = await drive_async(_turn(ctx), TurnConnection(conn, owned=True), ctx, complete)
         finally:
-            await asyncio.to_thread(conn.close)
+            await asyncio.to_thread(conn.close)  # rolls back a transaction a failure left open
     else:
         conn = engine_or_conn
         engine = conn.engine
-        result = await drive_async(_turn(ctx), conn, ctx, complete)
+        result = await drive_async(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
     if ctx.memory_on and ctx.config.post_process != "off":
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
         handle = AsyncPostProcessing(
@@ -694,3 +747,10 @@ async def arun_turn(
     return result
 
 
+def protocol_mode_after(started_with: bool | None) -> str:
+    """``TurnConfig.memory_protocol`` for a conversation's next turn: the first decides
+    (``auto``); later turns keep what the first one sent (UC AI: an open conversation keeps the
+    system prompt it started with)."""
+    if started_with is None:
+        return "auto"
+    return "include" if started_with else "omit"

@@ -191,21 +191,18 @@ def edit(
 
 def _check_edited_text(text: str) -> None:
     """Refuse an edited text that would silently lose content: no profile section at all, or
-    text before the first section (only frontmatter and the ``# User Memory`` title may be)."""
-    from dbmemory.profile.format import SECTIONS, parse_body, split_frontmatter
+    text before the first section (only frontmatter and the ``# User Memory`` title may be);
+    the rule is :func:`dbmemory.profile.format.profile_text_problem`, shared with import."""
+    from dbmemory.profile.format import profile_text_problem
 
-    parsed = parse_body(split_frontmatter(text)[1])
-    if not parsed.found:
+    problem = profile_text_problem(text)
+    if problem is None:
+        return
+    if "none of the profile sections" in problem:
         raise InvalidArgumentError(
-            "the text has none of the profile sections ("
-            + ", ".join(f"## {name}" for name in SECTIONS)
-            + "): nothing was saved; start from 'dbmemory profile show' and edit that"
+            f"{problem}: nothing was saved; start from 'dbmemory profile show' and edit that"
         )
-    if parsed.preamble.strip():
-        raise InvalidArgumentError(
-            "the text has content before the first section, which the profile cannot keep: "
-            "move it into a section (nothing was saved)"
-        )
+    raise InvalidArgumentError(f"{problem}: move it into a section (nothing was saved)")
 
 
 @profile_app.command("delete")
@@ -257,7 +254,11 @@ def import_(
     """Import profiles from a folder tree (canonical layout wins over legacy for one user).
 
     Layouts: home-<user_id>/<root folder>/memory.md (canonical) and <root folder>/<user_id>/memory.md
-    (legacy). Files whose frontmatter names another user are skipped.
+    (legacy). Refused files are listed with the reason and nothing of them is written: a
+    frontmatter that names another user, a broken frontmatter (the user id is then never taken
+    from the folder name), a text without the profile sections (it would replace a profile
+    with an empty one; 'profile edit' refuses it the same way), and anything reached through
+    a symbolic link that leads out of DIR.
 
     Example:
 
@@ -282,6 +283,10 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Export profiles to home-<user_id>/<root folder>/memory.md files (text as stored).
+
+    Users whose folders would be one folder (names that differ only in letter case, the same
+    on case-insensitive file systems) are refused with a message, as is a folder that already
+    holds another user's profile: two users are never written to one folder.
 
     Example:
 

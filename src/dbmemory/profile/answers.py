@@ -8,8 +8,9 @@ Pure text functions; nothing is trusted until it passes here:
 * :func:`extract_body` takes a profile body out of an answer: inside a code fence (```` ```markdown
   ```` or ``~~~``, the first fence that holds a section heading), after lines of prose (it starts
   at ``# User Memory`` or the first section heading), after an echoed frontmatter block. It is
-  accepted only when all six sections are present, no line is a stray ``NOOP`` and no code-fence
-  line is left inside.
+  accepted only when all six sections are present and no other ``##`` section is (a seventh
+  section is refused, never kept as content), no line of the answer is a stray ``NOOP``
+  (before the profile, inside it or after it) and no code-fence line is left inside.
 """
 
 from __future__ import annotations
@@ -165,7 +166,9 @@ def extract_body(answer: str | None) -> Extracted:
 
     Returns:
         :class:`Extracted`: the parsed body, or the reason it was refused (``"empty"``,
-        ``"not_a_profile"`` when no section heading, a stray ``NOOP`` line or a leftover fence,
+        ``"not_a_profile"`` when no section heading, a stray ``NOOP`` line anywhere in the answer
+        (before or after the profile too) or a leftover fence, ``"extra_sections"`` when a
+        ``##`` heading other than the six is present,
         ``"duplicate_sections"`` when the answer holds more than one profile (a section or the
         title twice, or a frontmatter block inside the body), ``"missing_sections"`` when fewer
         than six sections).
@@ -173,6 +176,8 @@ def extract_body(answer: str | None) -> Extracted:
     if answer is None or not answer.strip():
         return Extracted(None, "empty")
     text = answer.replace("\r\n", "\n").replace("\r", "\n")
+    if any(_is_noop_line(line) for line in text.split("\n")):
+        return Extracted(None, "not_a_profile")  # a NOOP before, inside or after a profile
     candidate = text
     for block in _fenced_blocks(text):
         if _has_section_heading(block) or _TITLE.match(block.strip()):
@@ -190,12 +195,19 @@ def extract_body(answer: str | None) -> Extracted:
         return Extracted(None, "not_a_profile")
     body_lines = [line for line in lines[start:] if not _DELIMITER_LINE.match(line)]
     for line in body_lines:
-        if _FENCE_LINE.match(line) or first_word(line) == "noop" and len(line.strip()) <= 12:
+        if _FENCE_LINE.match(line):
             return Extracted(None, "not_a_profile")
     if _repeats_a_profile(body_lines):
         return Extracted(None, "duplicate_sections")
     body_lines = _drop_trailing_prose(body_lines)
     parsed = parse_body("\n".join(body_lines))
+    if parsed.unknown_headings:
+        return Extracted(None, "extra_sections")
     if not parsed.complete:
         return Extracted(None, "missing_sections")
     return Extracted(parsed)
+
+
+def _is_noop_line(line: str) -> bool:
+    """A line that is the word NOOP in a disguise (``NOOP``, ``**noop.**``, ``- NOOP``)."""
+    return first_word(line) == "noop" and len(line.strip()) <= 12

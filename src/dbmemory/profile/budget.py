@@ -227,7 +227,8 @@ def fit_profile(
         condense: ``(body, target_tokens, max_tokens) -> body or None``; usually a model call
             (:mod:`dbmemory.profile.consolidate` supplies one). None skips condensation.
         parse_body: turns a condensed body into a profile with ``profile``'s frontmatter, or None
-            when it is not a valid profile body; default: accept it when all six sections exist.
+            when it is not a valid profile body; default: accept it when it has the six sections
+            and no other ``##`` section.
 
     Returns:
         A :class:`FitResult`; its ``text`` is within budget (see :func:`hard_truncate`).
@@ -287,6 +288,6 @@ def _default_parse(profile: UserProfile) -> Callable[[str], UserProfile | None]:
 
     def parse(body: str) -> UserProfile | None:
         parsed = _parse(body)
-        return profile.with_sections(parsed.sections) if parsed.complete else None
+        return profile.with_sections(parsed.sections) if parsed.exact else None
 
     return parse

@@ -54,6 +54,12 @@ class UserMemoryConfig(BaseModel):
     gate_enabled: bool = True
     """Ask a cheap UPDATE/NOOP question before the rewrite (errors fail open)."""
 
+    deadline_s: float = Field(default=120.0, gt=0, le=3600)
+    """Wall-clock limit of one consolidation, model calls included, in seconds (0 < s <= 3600).
+    Each model call waits at most the time left, whether or not the model honours its
+    ``timeout``; at the deadline the consolidation gives up (outcome ``error``, reason
+    ``deadline``, counted) and the old profile stays."""
+
     @field_validator("root_folder")
     @classmethod
     def _root_folder_is_a_key_component(cls, value: str) -> str:

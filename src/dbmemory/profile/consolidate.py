@@ -13,7 +13,13 @@ Steps of :meth:`UserMemoryPostprocessor.run`:
    (including an error) vetoes the write (fails closed).
 4. **Deterministic checks** (:mod:`~dbmemory.profile.detectors`): hits are redacted and counted.
 5. **Fit** (:mod:`~dbmemory.profile.budget`): condensation call, then hard truncation.
-6. **Write**: compare-and-set on the version loaded (``files.put_file(expected_version=...)``);
+6. **Write gate**: the scrub and the detectors judge exactly the body about to be written,
+   whatever step produced it. A body equal to the one the scrub passed in step 3 is written as
+   is; a body that condensation or truncation changed is scrubbed again (CLEAN keeps it; a
+   complete body from the scrub replaces it and must then fit, a further truncation being
+   scrubbed once more and answered CLEAN; anything else vetoes the write: ``scrub_veto``, old
+   profile kept).
+7. **Write**: compare-and-set on the version loaded (``files.put_file(expected_version=...)``);
    on a conflict the pipeline runs once more on the newer profile, then gives up (``conflict``).
    A body equal to the current one is not written (``unchanged``). The write and its audit
    event are one transaction, opened on the engine or connection factory given.
@@ -21,12 +27,19 @@ Steps of :meth:`UserMemoryPostprocessor.run`:
 The frontmatter is always the package's: ``user_id`` and ``schema_version`` preserved exactly,
 ``last_updated`` the UTC time of the rewrite, ``turn_count`` + 1 on each written rewrite only.
 No database transaction is held while a model is called.
+
+Deadline: the whole consolidation has a wall-clock limit (``UserMemoryConfig.deadline_s``). Each
+model call runs in a worker thread and is waited for at most the time left (its ``timeout`` is
+capped to it too); a call still running at the deadline is abandoned (its answer, if any, is
+never read) and the run ends with ``outcome="error"``, ``reason="deadline"``, the old profile
+kept. The compare-and-set write happens only here, in the pipeline, after a deadline check.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -36,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from dbmemory.errors import ConflictError, DbMemoryError
 from dbmemory.profile import prompts
 from dbmemory.profile.answers import extract_body, first_word, is_word_answer
-from dbmemory.profile.budget import fit_profile
+from dbmemory.profile.budget import fit_profile, hard_truncate
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.detectors import (
     OwnContacts,
@@ -46,7 +59,14 @@ from dbmemory.profile.detectors import (
     scan,
 )
 from dbmemory.profile.events import REVIEW, UPDATING, StepLogger, log_entry, run_step
-from dbmemory.profile.format import UserProfile, new_profile, parse_profile, render_body
+from dbmemory.profile.format import (
+    UserProfile,
+    new_profile,
+    parse_body,
+    parse_profile,
+    render_body,
+    render_profile,
+)
 from dbmemory.profile.load import UserMemoryState
 from dbmemory.profile.optout import is_user_memory_enabled
 from dbmemory.profile.store import read_profile, write_profile
@@ -97,10 +117,12 @@ class ConsolidationResult:
         outcome: ``"noop"`` (gate or model said NOOP), ``"unchanged"`` (same body, not
             written), ``"updated"`` (written), ``"rejected"`` (unusable model answer, old profile
             kept), ``"scrub_veto"``, ``"conflict"`` (the profile changed twice meanwhile),
-            ``"disabled"`` (the user opted out) or ``"error"`` (database or unexpected failure).
+            ``"disabled"`` (the user opted out) or ``"error"`` (database or unexpected failure,
+            or the deadline passed).
         reason: detail: ``"gate"``, ``"model"``, ``"empty"``, ``"truncated"``, ``"model_error"``,
-            ``"missing_sections"``, ``"duplicate_sections"``, ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``,
-            an error message, or None.
+            ``"missing_sections"``, ``"duplicate_sections"``, ``"extra_sections"``,
+            ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``, ``"deadline"``, an
+            error message, or None.
         text: the profile text now stored (the new text when updated), or None when none exists.
         version: its file version, or None.
         calls: every model call, in order.
@@ -142,6 +164,37 @@ class _Stop(Exception):
         self.reason = reason
 
 
+class _DeadlineExceeded(Exception):
+    """A model call was still running when the consolidation's deadline passed (internal)."""
+
+
+def _call_within(fn: Callable[[], Any], seconds: float) -> Any:
+    """``fn()`` in a daemon worker thread, waited for at most ``seconds``.
+
+    Raises:
+        _DeadlineExceeded: ``fn`` had not returned in time; it is abandoned (its result is
+            dropped, and it holds no database connection: only model calls run here).
+        Exception: what ``fn`` raised.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="dbmemory-profile-call", daemon=True).start()
+    if not done.wait(max(0.0, seconds)):
+        raise _DeadlineExceeded()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def _utc(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.timezone.utc)
@@ -170,8 +223,11 @@ class UserMemoryPostprocessor:
             rewrite prompt.
         own_contacts: the user's own e-mail addresses and phone numbers from the host's
             directory (never redacted).
-        timeout: seconds per model call (passed to ``complete``).
+        timeout: seconds per model call (passed to ``complete``; capped to the time left before
+            the deadline).
         actor: recorded in the audit event of the write.
+        deadline_s: wall-clock limit of the whole run in seconds; default
+            ``config.deadline_s``.
     """
 
     def __init__(
@@ -189,6 +245,7 @@ class UserMemoryPostprocessor:
         own_contacts: OwnContacts | None = None,
         timeout: float | None = 60.0,
         actor: str = "profile",
+        deadline_s: float | None = None,
     ) -> None:
         from dbmemory.profile.metrics import default_metrics
 
@@ -204,6 +261,8 @@ class UserMemoryPostprocessor:
         self.own_contacts = own_contacts or OwnContacts()
         self.timeout = timeout
         self.actor = actor
+        self.deadline_s = config.deadline_s if deadline_s is None else deadline_s
+        self._deadline = float("inf")
 
     # -- public ------------------------------------------------------------------------------
 
@@ -219,11 +278,15 @@ class UserMemoryPostprocessor:
             become ``outcome="rejected"``/``"scrub_veto"``/``"error"`` and the old profile stays.
         """
         started = time.perf_counter()
+        self._deadline = time.monotonic() + self.deadline_s
         result = ConsolidationResult()
         try:
             self._run(result, user_message or "", assistant_message or "")
         except _Stop as stop:
             result.outcome, result.reason = stop.outcome, stop.reason
+        except _DeadlineExceeded:
+            log.warning("profile consolidation gave up at its deadline of %.1f s; the old profile is kept", self.deadline_s)
+            result.outcome, result.reason = "error", "deadline"
         except DbMemoryError as exc:
             log.warning("profile consolidation failed: %s", exc.message)
             result.outcome, result.reason = "error", exc.message
@@ -266,10 +329,16 @@ class UserMemoryPostprocessor:
                         record = self._write(text, state)
                 except _Stop as raised:
                     stop = raised
+                except _DeadlineExceeded:
+                    log.warning(
+                        "profile consolidation gave up at its deadline of %.1f s; the old profile is kept",
+                        self.deadline_s,
+                    )
+                    stop = _Stop("error", "deadline")
                 except ConflictError:
                     conflict = True
                 if stop is not None:
-                    if stop.outcome in ("rejected", "scrub_veto", "disabled"):
+                    if stop.outcome in ("rejected", "scrub_veto", "disabled", "error"):
                         step.fail("kept the previous memory")
                     else:
                         step.detail = "nothing new to remember"
@@ -333,7 +402,8 @@ class UserMemoryPostprocessor:
         sections = extract_body(checked.text).parsed
         if sections is None:  # cannot happen: redaction keeps headings
             raise _Stop("rejected", "not_a_profile")
-        if render_body(sections.sections) == base_body:
+        approved = render_body(sections.sections)  # what the scrub passed, redacted
+        if approved == base_body:
             return None
 
         candidate = replace(
@@ -364,9 +434,47 @@ class UserMemoryPostprocessor:
         fitted = fit_profile(
             candidate, max_tokens=self.config.max_tokens, model=self.model, condense=condense
         )
+        self._check_deadline()  # a condensation abandoned at the deadline is not truncated around
         result.condensed, result.truncated = fitted.condensed, fitted.truncated
         self.metrics.fit(condensed=fitted.condensed, truncated=fitted.truncated)
-        return fitted.text
+        return self._write_gate(result, fitted.profile, approved, own)
+
+    def _write_gate(
+        self, result: ConsolidationResult, profile: UserProfile, approved: str, own: OwnContacts
+    ) -> str:
+        """The text to write: the scrub and the detectors on exactly its body (module doc, step 6).
+
+        Raises:
+            _Stop: ``scrub_veto`` when the scrub does not pass the final body.
+        """
+        body = self._detect(result, profile.body, own)
+        if body == approved:
+            return render_profile(profile.with_sections(parse_body(body).sections))
+        # condensation or truncation changed the text after the scrub: scrub exactly this text
+        scrubbed = self._scrub(result, body)
+        if scrubbed == body:
+            return render_profile(profile.with_sections(parse_body(body).sections))
+        cleaned = profile.with_sections(parse_body(self._detect(result, scrubbed, own)).sections)
+        text = render_profile(cleaned)
+        if self._tokens(text) <= self.config.max_tokens:
+            return text  # the scrub's own body (redacted by the detectors)
+        cut = hard_truncate(cleaned, max_tokens=self.config.max_tokens, model=self.model)
+        result.truncated = True
+        cut_body = self._detect(result, cut.profile.body, own)
+        if self._scrub(result, cut_body) != cut_body:
+            raise _Stop("scrub_veto", "scrub_invalid")  # no third version: fail closed
+        return render_profile(cut.profile.with_sections(parse_body(cut_body).sections))
+
+    def _detect(self, result: ConsolidationResult, body: str, own: OwnContacts) -> str:
+        """``body`` after the deterministic detectors (hits redacted and counted), canonical."""
+        checked = scan(body, own=own)
+        if checked.counts:
+            self._count_redactions(result, checked.counts)
+        return render_body(parse_body(checked.text).sections)
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() >= self._deadline:
+            raise _DeadlineExceeded()
 
     def _gate(
         self, result: ConsolidationResult, body: str, user_message: str, assistant_message: str
@@ -402,13 +510,21 @@ class UserMemoryPostprocessor:
             from dbmemory.llm import complete as litellm_complete
 
             complete = self._complete = litellm_complete
+        self._check_deadline()
         started = time.perf_counter()
         error: str | None = None
         reply: Completion | None = None
+        expired = False
+        left = self._deadline - time.monotonic()
+        timeout = left if self.timeout is None else min(self.timeout, left)
         try:
             if not self.model:
                 raise DbMemoryError("no model configured for the user profile")
-            reply = complete(self.model, messages, timeout=self.timeout)
+            model = self.model
+            reply = _call_within(lambda: complete(model, messages, timeout=timeout), left)
+        except _DeadlineExceeded:
+            error, expired = "DeadlineExceeded", True
+            log.warning("profile %s call to %s was still running at the deadline", purpose, self.model)
         except Exception as exc:  # noqa: BLE001 - every model failure is handled by the caller
             error = type(exc).__name__
             log.warning("profile %s call to %s failed: %s", purpose, self.model, error)
@@ -432,6 +548,8 @@ class UserMemoryPostprocessor:
             prompt_tokens=call.prompt_tokens,
             completion_tokens=call.completion_tokens,
         )
+        if expired:
+            raise _DeadlineExceeded()
         return reply
 
     def _own_contacts(self, base: UserProfile, user_message: str) -> OwnContacts:
@@ -450,7 +568,8 @@ class UserMemoryPostprocessor:
         self.metrics.detector(counts)
 
     def _write(self, text: str, state: UserMemoryState | None) -> Any:
-        """Compare-and-set write in a transaction of its own."""
+        """Compare-and-set write in a transaction of its own (never after the deadline)."""
+        self._check_deadline()
         with self._begin() as conn:
             if not is_user_memory_enabled(conn, self.user_id):
                 raise _Stop("disabled", "user opted out")

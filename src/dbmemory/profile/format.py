@@ -65,6 +65,8 @@ __all__ = [
     "empty_sections",
     "canonical_section",
     "yaml_quote",
+    "read_frontmatter_strict",
+    "profile_text_problem",
 ]
 
 SECTIONS: tuple[str, ...] = (
@@ -189,6 +191,12 @@ class ParsedBody:
         return set(self.found) == set(SECTIONS)
 
     @property
+    def exact(self) -> bool:
+        """Whether the body has the six sections and no other ``##`` section (a seventh section
+        would be kept as content of the one before it: writers refuse it instead)."""
+        return self.complete and not self.unknown_headings
+
+    @property
     def missing(self) -> tuple[str, ...]:
         """Canonical titles that had no heading."""
         return tuple(name for name in SECTIONS if name not in self.found)
@@ -243,6 +251,69 @@ def parse_frontmatter(frontmatter: str) -> dict[str, Any]:
     except yaml.YAMLError:
         return {}
     return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def read_frontmatter_strict(text: str) -> dict[str, Any] | None:
+    """The frontmatter of a whole profile text, read strictly (for imports).
+
+    Args:
+        text: the whole file text.
+
+    Returns:
+        The frontmatter mapping (scalars kept as exact strings, see :func:`parse_frontmatter`),
+        or None when the text has no frontmatter (its first line is not ``---``).
+
+    Raises:
+        ProfileFormatError: the frontmatter is broken: not closed by a ``---`` line, not valid
+            YAML, not a mapping, or a ``user_id`` that is empty or not text. The message says which.
+    """
+    normalised = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+    if normalised.split("\n", 1)[0].rstrip() != "---":
+        return None
+    raw, _ = split_frontmatter(normalised)
+    if raw is None:
+        raise ProfileFormatError("the frontmatter is not closed by a line '---'")
+    try:
+        data = yaml.load(raw, Loader=_TextLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        raise ProfileFormatError(f"the frontmatter is not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ProfileFormatError("the frontmatter is not a mapping of keys to values")
+    result = {str(k): v for k, v in data.items()}
+    if "user_id" in result:
+        user_id = result["user_id"]
+        if not isinstance(user_id, str):
+            raise ProfileFormatError("the frontmatter's user_id is not a text value")
+        if not user_id.strip():
+            raise ProfileFormatError("the frontmatter's user_id is empty")
+    return result
+
+
+def profile_text_problem(text: str) -> str | None:
+    """Why ``text`` cannot replace a stored profile, or None when it can.
+
+    The rule ``profile edit`` and ``profile import`` share: the body must hold at least one of
+    the six section headings (a text without them would become an empty profile), and no
+    content may stand before the first section (it would be dropped).
+
+    Args:
+        text: a whole profile file or a body.
+
+    Returns:
+        A sentence naming the problem (no remedy), or None.
+    """
+    parsed = parse_body(split_frontmatter(text)[1])
+    if not parsed.found:
+        return "the text has none of the profile sections (" + ", ".join(
+            f"## {name}" for name in SECTIONS
+        ) + ")"
+    if parsed.preamble.strip():
+        return "the text has content before the first section, which the profile cannot keep"
+    return None
 
 
 _YAML_ESCAPES = {

@@ -56,6 +56,7 @@ REJECT_REASONS = (
     "model_error",
     "missing_sections",
     "duplicate_sections",
+    "extra_sections",
     "not_a_profile",
     "scrub_error",
     "scrub_invalid",
