@@ -643,6 +643,7 @@ def create_file(
         InvalidArgumentError: also for a ``conn``, ``store``, ``caps``, ``actor`` or
             ``expiry_exempt`` of the wrong type or range.
     """
+    _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "create_file")
     _v.arguments(conn=conn, store=store, actor=actor)
     _v.check_bool(expiry_exempt, "expiry_exempt")
@@ -752,6 +753,7 @@ def edit_file(
             ``transform`` of the wrong type or range.
         whatever ``transform`` raises.
     """
+    _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "edit_file")
     _v.arguments(conn=conn, store=store, actor=actor)
     _v.check_callable(transform, "transform", optional=False)
@@ -851,6 +853,7 @@ def put_file(
             ``enforce_caps``, ``expected_version`` or ``expiry_exempt`` of the wrong type or
             range (``expected_version``: ``None`` or 0 to 2,147,483,647).
     """
+    _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "put_file")
     _v.arguments(conn=conn, store=store, enforce_caps=enforce_caps, actor=actor)
     _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
@@ -1060,6 +1063,7 @@ def rename_path(
         InvalidArgumentError: a ``conn``, ``store``, ``caps`` or ``actor`` of the wrong type or
             range.
     """
+    _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "rename_path")
     _v.arguments(conn=conn, store=store, actor=actor)
     old_path = normalize_path(old_path)

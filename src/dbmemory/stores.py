@@ -643,6 +643,13 @@ def set_store_caps(
         InvalidArgumentError: a cap that is not a positive integer. Nothing is written.
         NotFoundError: no store with that id.
     """
+    _v.arguments(conn=conn, store=store, actor=actor)
+    for name, value in (
+        ("max_file_chars", max_file_chars),
+        ("max_files", max_files),
+        ("max_store_chars", max_store_chars),
+    ):
+        _v.check_cap(value, name)
     caps = Caps(
         max_file_chars=DEFAULT_MAX_FILE_CHARS if max_file_chars is None else max_file_chars,
         max_files=DEFAULT_MAX_FILES if max_files is None else max_files,

@@ -154,7 +154,7 @@ def check_store(value: object, name: str = "store") -> Any:
                 f"{name}.scope must be a string, got {show(value.scope)}: pass e.g. 'shared'"
             )
         check_id(value.store_id, f"{name}.store_id", optional=True)
-        check_caps(value.caps, f"{name}.caps")
+        check_caps(value.caps, f"{name}.caps", optional=True)  # None: the configured caps
         return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(

@@ -178,6 +178,7 @@ class MemoryTool:
             InvalidArgumentError: ``caps`` not a Caps or None; ``conn`` not a Connection.
         """
         _v.arguments(conn=conn)
+        _v.check_caps(caps, optional=True)
         if caps is not None:
             warnings.warn(
                 "MemoryTool.for_store(caps=...) is deprecated and ignored: a store's caps are "
