@@ -175,3 +175,11 @@ def file_view(path: str, *lines: str, first: int = 1) -> str:
     """The expected text of a file view: header, then the numbered lines."""
     numbered = [f"{n:>6}\t{line}" for n, line in enumerate(lines, first)]
     return "\n".join([f"Here's the content of {path} with line numbers:", *numbered])
+
+
+def statement_is(statement: str, prefix: str) -> bool:
+    """Whether ``statement`` is the statement ``prefix`` names: it starts with ``prefix``, or it
+    is that statement behind a ``WITH`` clause (PostgreSQL's audit insert carries the store-row
+    bump as a CTE: ``WITH bump AS (UPDATE dbm_stores ...) INSERT INTO dbm_audit_events ...``)."""
+    text, want = statement.lstrip().upper(), prefix.upper()
+    return text.startswith(want) or (text.startswith("WITH") and want in text)

@@ -36,7 +36,7 @@ from dbmemory.expiry import expire_files
 from dbmemory.model import Caps
 from dbmemory.tool import MemoryTool, messages
 
-from helpers import ERROR, assert_no_leak, committed_view, store_files
+from helpers import ERROR, assert_no_leak, committed_view, statement_is, store_files
 
 STORE = "modes"
 KEY = f"shared:{STORE}"
@@ -99,7 +99,7 @@ def failing_statement(engine: Engine, prefix: str) -> Iterator[list[str]]:
     fired: list[str] = []
 
     def rewrite(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> Any:
-        if not fired and statement.lstrip().upper().startswith(prefix.upper()):
+        if not fired and statement_is(statement, prefix):
             fired.append(statement)
             return statement.replace("dbm_", "dbm_missing_", 1), parameters
         return statement, parameters
@@ -237,14 +237,23 @@ def sqlite_file(engine: Engine, backend_name: str) -> Engine:
     return engine
 
 
+def _allow_big_files(engine: Engine, max_file_chars: int) -> None:
+    """Give the test store a file cap of ``max_file_chars`` (caps belong to the store row)."""
+    from dbmemory.stores import set_store_caps, shared_store
+
+    with engine.begin() as c:
+        set_store_caps(c, shared_store(STORE), max_file_chars=max_file_chars)
+
+
 def test_sqlite_disk_full_rolls_back_the_whole_transaction_and_says_so(sqlite_file: Engine) -> None:
     engine = sqlite_file
+    _allow_big_files(engine, 1_000_000)
     with engine.connect() as conn:
         conn.begin()
         mine = caller_with_earlier_write(conn)
         pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
         conn.exec_driver_sql(f"PRAGMA max_page_count = {int(pages) + 2}")
-        big = MemoryTool.for_store(conn, STORE, caps=Caps(max_file_chars=1_000_000))
+        big = MemoryTool.for_store(conn, STORE)
         text = big.execute({"command": "create", "path": "/memories/big.md", "file_text": "x" * 200_000})
         assert "disk is full" in text, text
         assert_honest_after_whole_rollback(engine, conn, text, mine)
@@ -278,6 +287,7 @@ def test_sqlite_interrupt_during_a_write_rolls_back_the_whole_transaction_and_sa
 def test_sqlite_interrupt_from_another_thread_during_a_long_write(sqlite_file: Engine) -> None:
     """``sqlite3.Connection.interrupt()`` from a timer thread while a long write runs."""
     engine = sqlite_file
+    _allow_big_files(engine, 1_000_000)
     with engine.connect() as conn:
         conn.begin()
         mine = caller_with_earlier_write(conn)
@@ -293,7 +303,7 @@ def test_sqlite_interrupt_from_another_thread_during_a_long_write(sqlite_file: E
         timer.start()
         sa.event.listen(engine, "before_cursor_execute", slow)
         try:
-            text = MemoryTool.for_store(conn, STORE, caps=Caps(max_file_chars=1_000_000)).execute(
+            text = MemoryTool.for_store(conn, STORE).execute(
                 {"command": "create", "path": "/memories/long.md", "file_text": "y" * 500_000}
             )
         finally:
@@ -312,12 +322,14 @@ def mariadb(engine: Engine, backend_name: str) -> Engine:
 
 def test_mariadb_packet_over_max_allowed_packet_rolls_back_the_whole_transaction_and_says_so(mariadb: Engine) -> None:
     engine = mariadb
+    with engine.connect() as c:
+        packet = int(c.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+    text = "\U0001F355" * (packet // 4 + 1)  # 4 bytes each in utf8mb4: just over one packet
+    _allow_big_files(engine, len(text))
     with engine.connect() as conn:
         conn.begin()
         mine = caller_with_earlier_write(conn)
-        packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
-        text = "\U0001F355" * (packet // 4 + 1)  # 4 bytes each in utf8mb4: just over one packet
-        big = MemoryTool.for_store(conn, STORE, caps=Caps(max_file_chars=len(text)))
+        big = MemoryTool.for_store(conn, STORE)
         answer = big.execute({"command": "create", "path": "/memories/big.md", "file_text": text})
         assert "max_allowed_packet" in answer, answer[:300]
         assert_honest_after_whole_rollback(engine, conn, answer, mine)

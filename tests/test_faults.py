@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 from dbmemory.db.schema import audit_events
 from dbmemory.tool import MemoryTool, messages
 
-from helpers import ERROR, committed_view, counts, store_files
+from helpers import ERROR, committed_view, counts, statement_is, store_files
 
 STORE = "faults"
 KEY = f"shared:{STORE}"
@@ -73,7 +73,7 @@ def drop_connection_at(engine: Engine, conn: Connection, prefix: str, nth: int =
     def before(c: Any, cursor: Any, statement: str, *args: Any) -> None:
         if fired or c.connection.dbapi_connection is not target:
             return
-        if not statement.lstrip().upper().startswith(prefix.upper()):
+        if not statement_is(statement, prefix):
             return
         seen.append(statement)
         if len(seen) < nth:

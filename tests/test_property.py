@@ -780,7 +780,9 @@ class ExpiryMachine(MemoryMachine):
     def __init__(self) -> None:
         self.now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         super().__init__()
+        events = self.model.events  # the store_caps audit event of the set-up
         self.model = TimedModel(CAPS, lambda: self.now)
+        self.model.events = events
 
     @rule(step=st.sampled_from(CLOCK_STEPS))
     def advance_clock(self, step: dt.timedelta) -> None:

@@ -132,7 +132,7 @@ def _savepoint(conn: Connection, action: str) -> Iterator[None]:
             yield
     except ConflictError as exc:
         cause = exc.__cause__
-        if exc.code != SERIALIZATION_FAILURE and cause is not None and dialect.serialization_failure(cause):
+        if exc.code == "conflict" and cause is not None and dialect.serialization_failure(cause):
             raise _serialization_error(action[:1].upper() + action[1:]) from cause
         raise
 
