@@ -1022,3 +1022,10 @@ def test_expiry_takes_an_aware_or_a_naive_now_alike(api_env: tuple[Engine, int])
 def test_a_hand_made_store_ref_is_validated_like_any_key(values: dict[str, Any]) -> None:
     with pytest.raises(InvalidScopeError):
         StoreRef(**values)
+
+
+def test_an_expiry_cutoff_before_the_year_1_is_an_invalid_argument() -> None:
+    from dbmemory.expiry import expiry_cutoff
+
+    with pytest.raises(InvalidArgumentError, match="year 1"):
+        expiry_cutoff(1, dt.datetime(1, 1, 2))

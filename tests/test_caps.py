@@ -95,6 +95,20 @@ def test_the_first_writer_of_a_shared_store_creates_it_with_the_owners_caps(conn
     assert create(tool, "/memories/b.md") == CAP_FILES.format(name="b.md", n=1)
 
 
+def test_an_agent_whose_run_creates_a_shared_store_never_loosens_another_configurations_caps(
+    conn: Connection,
+) -> None:
+    """Two agents configured on one shared store: whichever agent's run creates the row, it
+    gets the strictest caps of both (not the creating agent's own looser ones)."""
+    enable_for_agent(conn, "STRICT", scope="shared", store_code="TEAM", max_files=2)
+    enable_for_agent(conn, "LOOSE", scope="shared", store_code="TEAM", max_files=10)
+    loose = MemoryTool(conn, "LOOSE")
+    assert not create(loose, "/memories/a.md").startswith(ERROR)
+    assert store_caps(conn, "shared:TEAM").max_files == 2
+    assert not create(MemoryTool(conn, "STRICT"), "/memories/b.md").startswith(ERROR)
+    assert create(loose, "/memories/c.md") == CAP_FILES.format(name="c.md", n=2)
+
+
 def test_a_store_no_configuration_names_gets_the_default_caps(conn: Connection) -> None:
     create(MemoryTool.for_store(conn, "NOBODY"), "/memories/a.md")
     assert store_caps(conn, "shared:NOBODY") == Caps()

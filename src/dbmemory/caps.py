@@ -126,11 +126,29 @@ def strictest_caps(rows: list[Mapping[str, Any]]) -> Caps:
 
 
 def creation_caps(conn: Connection, store: StoreRef) -> Caps:
-    """The caps a new row for ``store`` gets: ``store.caps`` when set, else the strictest caps
-    among the enabled agent configurations that name the store, else the defaults. One
-    ``SELECT`` when ``store.caps`` is ``None`` (only when the store row is created)."""
-    if store.caps is not None:
+    """The caps a new row for ``store`` gets.
+
+    * A store only its own agent names (agent, user, agent-keyed context, session): ``store.caps``
+      (that agent's configuration) when set.
+    * A store several configurations can name (shared, global, store-code context), and any
+      store whose ``store.caps`` is ``None``: the strictest caps among the enabled agent
+      configurations that name it, together with ``store.caps`` when set, so the writer that
+      happens to create the row never loosens another configuration's caps; the defaults when
+      nothing names it.
+
+    One ``SELECT`` of the configurations (only when a store row is created)."""
+    if store.caps is not None and not _several_may_name(store):
         return store.caps
     stmt = st.select_configured_caps(store.scope, store.agent_code, store.store_code)
-    rows = [r._mapping for r in conn.execute(stmt)]
-    return strictest_caps([r for r in rows if names_store(r, store.store_key)])
+    rows: list[Mapping[str, Any]] = [
+        r._mapping for r in conn.execute(stmt) if names_store(r._mapping, store.store_key)
+    ]
+    if store.caps is not None:
+        rows.append(caps_values(store.caps))
+    return strictest_caps(rows)
+
+
+def _several_may_name(store: StoreRef) -> bool:
+    return store.scope in ("shared", "global") or (
+        store.scope == "context" and store.store_code is not None
+    )

@@ -122,7 +122,13 @@ def expiry_cutoff(days: object, now: dt.datetime | None = None) -> dt.datetime:
         )
     elif now.tzinfo is None:
         now = now.replace(tzinfo=dt.timezone.utc)
-    return now - dt.timedelta(days=value) - TOUCH_INTERVAL
+    try:
+        return now - dt.timedelta(days=value) - TOUCH_INTERVAL
+    except OverflowError:
+        raise InvalidArgumentError(
+            f"now={now.isoformat()} minus days={value!r} and the touch interval falls before the "
+            "year 1: pass a later now or fewer days"
+        ) from None
 
 
 def _check_batch_size(batch_size: object) -> int:
