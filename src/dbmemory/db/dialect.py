@@ -480,8 +480,18 @@ def _isolation(conn: Connection) -> str | None:
 
 
 def is_autocommit(conn: Connection) -> bool:
-    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own)."""
-    return _isolation(conn) == "AUTOCOMMIT"
+    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own).
+
+    Runs for every write and every SQLite ``BEGIN``: :func:`_isolation` spelled out with the
+    common cases (no level set; the exact name) answered first."""
+    level = conn.get_execution_options().get("isolation_level")
+    if level is None:
+        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
+        if level is None:
+            return False
+    if level == "AUTOCOMMIT":
+        return True
+    return str(level).upper().replace("_", " ") == "AUTOCOMMIT"
 
 
 def batch_isolation(bind: Connection | Engine | Dialect) -> str:
