@@ -256,13 +256,19 @@ def configure_engine(
         # straight on the DB-API connection: Connection.exec_driver_sql costs ~15-25 µs more
         # per transaction (statement events, result set-up) for a statement with no result
         try:
-            _driver_execute(conn, "BEGIN IMMEDIATE")
-        except BaseException:
+            # _driver_execute spelled out for SQLite (this runs for every transaction)
+            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
             # SQLAlchemy sets Connection.__in_begin before this event and clears it only after
             # the dialect's do_begin: left set, it would turn autobegin off for good, and every
             # later statement of the connection would commit on its own ("database is locked"
             # once, then silent autocommit).
             conn._Connection__in_begin = False  # type: ignore[attr-defined]
+            dbapi = conn.dialect.loaded_dbapi
+            if isinstance(exc, dbapi.Error):  # wrapped as SQLAlchemy would
+                raise sa.exc.DBAPIError.instance(
+                    "BEGIN IMMEDIATE", (), exc, dbapi.Error, dialect=conn.dialect
+                ) from exc
             raise
 
     return engine
