@@ -311,6 +311,8 @@ def parse_store_key(store_key: object) -> StoreKeyParts:
 
 def _check_parts(store_key: str, names: tuple[str, ...], values: list[str]) -> None:
     for name, value in zip(names, values):
+        if value in _VALID_COMPONENTS:  # checked before: skip building the message
+            continue
         validate_component(value, f"store key {store_key!r}: its {name}")
 
 

@@ -127,6 +127,8 @@ class StoreRef:
         ):
             if given is None:
                 continue
+            if type(given) is str and given == carried:
+                continue  # carried passed validate_component in parse_store_key: same value
             validate_component(given, f"StoreRef {what}")
             if carried is not None and given != carried:
                 raise InvalidScopeError(
