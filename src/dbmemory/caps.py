@@ -53,11 +53,22 @@ def caps_of_row(row: Any) -> Caps:
     """The :class:`Caps` held on a store row (columns ``max_file_chars``, ``max_files``,
     ``max_store_chars``)."""
     m = row._mapping
-    return Caps(
-        max_file_chars=m["max_file_chars"],
-        max_files=m["max_files"],
-        max_store_chars=m["max_store_chars"],
-    )
+    values = (m["max_file_chars"], m["max_files"], m["max_store_chars"])
+    if not (type(values[0]) is int and type(values[1]) is int
+            and (values[2] is None or type(values[2]) is int)):
+        return Caps(max_file_chars=values[0], max_files=values[1], max_store_chars=values[2])
+    caps = _ROW_CAPS.get(values)
+    if caps is None:
+        caps = Caps(max_file_chars=values[0], max_files=values[1], max_store_chars=values[2])
+        if len(_ROW_CAPS) >= 256:
+            _ROW_CAPS.clear()
+        _ROW_CAPS[values] = caps
+    return caps
+
+
+_ROW_CAPS: dict[tuple[Any, Any, Any], Caps] = {}
+"""The (immutable, validated) :class:`Caps` per distinct triple of row values: stores share a
+handful of cap settings, so a write builds no new Caps."""
 
 
 def caps_values(caps: Caps) -> dict[str, Any]:

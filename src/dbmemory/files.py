@@ -17,11 +17,10 @@ Where a function takes ``store`` it accepts a store id (``int``, the store must 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -122,19 +121,40 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
 # -- helpers ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _savepoint(conn: Connection, action: str) -> Iterator[None]:
+class _savepoint:
     """Run a write as one unit (savepoint, or its own transaction on AUTOCOMMIT: see
     :mod:`dbmemory.txn`); a serialisation failure of a REPEATABLE READ/SERIALIZABLE caller
-    becomes the "retry the whole transaction" conflict."""
-    try:
-        with write_unit(conn, action):
-            yield
-    except ConflictError as exc:
+    becomes the "retry the whole transaction" conflict. (A class, not a generator: it runs
+    for every write.)"""
+
+    __slots__ = ("_unit", "_action")
+
+    def __init__(self, conn: Connection, action: str) -> None:
+        self._unit = write_unit(conn, action)
+        self._action = action
+
+    def __enter__(self) -> None:
+        try:
+            self._unit.__enter__()
+        except ConflictError as exc:
+            self._raise_serialization(exc)
+            raise
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            self._unit.__exit__(exc_type, exc, tb)
+        except ConflictError as error:
+            self._raise_serialization(error)
+            raise
+        if isinstance(exc, ConflictError):
+            self._raise_serialization(exc)
+        return False
+
+    def _raise_serialization(self, exc: ConflictError) -> None:
         cause = exc.__cause__
         if exc.code == "conflict" and cause is not None and dialect.serialization_failure(cause):
+            action = self._action
             raise _serialization_error(action[:1].upper() + action[1:]) from cause
-        raise
 
 
 def _info_fields(m: Any) -> dict[str, Any]:
@@ -529,7 +549,9 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
             removed between the read and its touch.
         ConflictError: (``touch``) the touch waited too long for a running expiry: retry.
     """
-    _v.arguments(conn=conn, store_id=store_id, touch=touch)
+    _v.check_connection(conn)
+    _v.check_id(store_id, "store_id")
+    _v.check_bool(touch, "touch")
     path = normalize_path(path)
     stmt = st.SELECT_FILE_READ if touch else st.SELECT_FILE
     row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
@@ -577,9 +599,9 @@ def view_path(
 
 
 def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
-    _v.arguments(conn=conn)
+    _v.check_connection(conn)
     if store is not None:
-        _v.arguments(store=store)
+        _v.check_store(store)
     path = normalize_path(path)
     if isinstance(store, StoreRef):
         # Always by key, never by a cached id: a store dropped since (end_session, drop_store)
@@ -645,7 +667,9 @@ def create_file(
     """
     _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "create_file")
-    _v.arguments(conn=conn, store=store, actor=actor)
+    _v.check_connection(conn)
+    _v.check_store(store)
+    _v.check_text(actor, "actor")
     _v.check_bool(expiry_exempt, "expiry_exempt")
     path = normalize_path(path)
     _require_not_root(path, "create")
@@ -755,7 +779,9 @@ def edit_file(
     """
     _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "edit_file")
-    _v.arguments(conn=conn, store=store, actor=actor)
+    _v.check_connection(conn)
+    _v.check_store(store)
+    _v.check_text(actor, "actor")
     _v.check_callable(transform, "transform", optional=False)
     _v.check_text(action, "action", empty=False, max_chars=30)
     path = normalize_path(path)
@@ -952,7 +978,9 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
         NotFoundError: nothing at ``path``.
         InvalidArgumentError: a ``conn``, ``store`` or ``actor`` of the wrong type or range.
     """
-    _v.arguments(conn=conn, store=store, actor=actor)
+    _v.check_connection(conn)
+    _v.check_store(store)
+    _v.check_text(actor, "actor")
     path = normalize_path(path)
     _require_not_root(path, "delete")
     known_id = _existing_store_id(conn, store)
@@ -1065,7 +1093,9 @@ def rename_path(
     """
     _v.check_caps(caps, optional=True)
     _ignored_caps(caps, "rename_path")
-    _v.arguments(conn=conn, store=store, actor=actor)
+    _v.check_connection(conn)
+    _v.check_store(store)
+    _v.check_text(actor, "actor")
     old_path = normalize_path(old_path)
     new_path = normalize_path(new_path)
     _require_not_root(old_path, "rename")

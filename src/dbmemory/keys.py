@@ -77,6 +77,11 @@ MAX_COMPONENT_CHARS = 200
 _COMPONENT = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
+_VALID_COMPONENTS: set[str] = set()
+"""Components that passed :func:`validate_component` (exact ``str`` values, at most 4,096
+kept): every tool made checks its agent code and user id again, as a set lookup."""
+
+
 def validate_component(value: object, what: str) -> str:
     """Check one store-key component and return it unchanged.
 
@@ -92,6 +97,8 @@ def validate_component(value: object, what: str) -> str:
             of ``[A-Za-z0-9_.-]+`` (ASCII letters and digits, ``_``, ``.``, ``-``; a trailing
             newline, a space, ``/``, ``:`` or any non-ASCII character is refused).
     """
+    if type(value) is str and value in _VALID_COMPONENTS:  # fast path: checked before
+        return value
     if not isinstance(value, str):
         raise InvalidScopeError(
             f"{what} must be a string, got {type(value).__name__}: pass text such as 'doc-7'"
@@ -108,6 +115,10 @@ def validate_component(value: object, what: str) -> str:
             f"{what} {value!r} may contain only ASCII letters, digits, '_', '.' and '-': "
             "map other characters (spaces, ':', '/', '@', newlines, accents) before passing it"
         )
+    if type(value) is str:
+        if len(_VALID_COMPONENTS) >= 4096:
+            _VALID_COMPONENTS.clear()
+        _VALID_COMPONENTS.add(value)
     return value
 
 
@@ -300,6 +311,8 @@ def parse_store_key(store_key: object) -> StoreKeyParts:
 
 def _check_parts(store_key: str, names: tuple[str, ...], values: list[str]) -> None:
     for name, value in zip(names, values):
+        if value in _VALID_COMPONENTS:  # checked before: skip building the message
+            continue
         validate_component(value, f"store key {store_key!r}: its {name}")
 
 

@@ -25,6 +25,9 @@ DEFAULT_MAX_FILES = 1_000
 """Default cap on the number of files in one store."""
 
 
+_INT32_MAX = 2**31 - 1  # dbmemory.validate.INT32_MAX (max_file_chars, max_files: INTEGER)
+_INT64_MAX = 2**63 - 1  # dbmemory.validate.INT64_MAX (max_store_chars: BIGINT)
+
 _EXAMPLES = {"max_file_chars": DEFAULT_MAX_FILE_CHARS, "max_files": DEFAULT_MAX_FILES, "max_store_chars": 1_000_000}
 
 
@@ -64,6 +67,15 @@ class Caps:
     max_store_chars: int | None = None
 
     def __post_init__(self) -> None:
+        f, n, s = self.max_file_chars, self.max_files, self.max_store_chars
+        if (
+            type(f) is int
+            and type(n) is int
+            and 0 < f <= _INT32_MAX
+            and 0 < n <= _INT32_MAX
+            and (s is None or (type(s) is int and 0 < s <= _INT64_MAX))
+        ):
+            return  # fast path: plain ints within their columns (what _positive would accept)
         _positive("max_file_chars", self.max_file_chars)
         _positive("max_files", self.max_files)
         _positive("max_store_chars", self.max_store_chars, optional=True)
@@ -115,6 +127,8 @@ class StoreRef:
         ):
             if given is None:
                 continue
+            if type(given) is str and given == carried:
+                continue  # carried passed validate_component in parse_store_key: same value
             validate_component(given, f"StoreRef {what}")
             if carried is not None and given != carried:
                 raise InvalidScopeError(

@@ -229,7 +229,12 @@ def get_agent_config(conn: Connection, agent_code: str) -> AgentConfig:
         InvalidScopeError: invalid agent code.
         NotFoundError: memory was never enabled for the agent.
     """
-    _v.arguments(conn=conn)
+    _v.check_connection(conn)
+    return _agent_config(conn, agent_code)
+
+
+def _agent_config(conn: Connection, agent_code: str) -> AgentConfig:
+    """:func:`get_agent_config` once ``conn`` is known to be a Connection."""
     validate_component(agent_code, "agent code")
     row = _run(conn, st.select_agent(agent_code), "reading an agent").first()
     if row is None:
@@ -458,7 +463,22 @@ def check_run_ready(
     _v.arguments(conn=conn, run_context=run_context)
     _v.check_key_text(user_id, "user_id")
     _v.check_key_text(session_id, "session_id")
-    config = get_agent_config(conn, agent_code)
+    return _run_store(
+        conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
+    )
+
+
+def _run_store(
+    conn: Connection,
+    agent_code: str,
+    *,
+    user_id: str | None,
+    session_id: str | None,
+    run_context: Mapping[str, object] | None,
+) -> StoreRef:
+    """:func:`check_run_ready` once its arguments' types are checked (by it, or by the
+    :class:`~dbmemory.tool.MemoryTool` constructor, which checks the same ones first)."""
+    config = _agent_config(conn, agent_code)
     if not config.memory_enabled:
         raise InvalidScopeError(
             f"memory is disabled for agent {agent_code!r}: call enable_for_agent to turn it on",

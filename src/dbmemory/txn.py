@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -50,13 +51,15 @@ def transaction_rolled_back(action: str, reason: str) -> ConflictError:
     )
 
 
-@contextlib.contextmanager
-def write_unit(conn: Connection, action: str) -> Iterator[None]:
+def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManager[None]:
     """Run one write (its statements go in the ``with`` block) atomically on ``conn``.
 
     Args:
         conn: the caller's connection (in a transaction, none yet, or AUTOCOMMIT).
         action: what is being done, for messages, e.g. ``"creating /memories/a.md"``.
+
+    Returns:
+        A context manager (use it as ``with write_unit(conn, action): ...``).
 
     Raises:
         DbMemoryError: raised in the block, unchanged (the write was undone).
@@ -65,13 +68,10 @@ def write_unit(conn: Connection, action: str) -> Iterator[None]:
             (code ``transaction_rolled_back``; the connection is invalidated).
         StorageError: any other database failure (no SQL or driver text in the message).
     """
-    if not conn.invalidated and not _own(conn) and dialect.is_autocommit(conn):
+    if dialect.is_autocommit(conn) and not conn.invalidated and not _own(conn):
         if dialect.driver_in_transaction(conn) is not True:
-            with _own_transaction(conn, action):
-                yield
-            return
-    with _savepoint(conn, action):
-        yield
+            return _own_transaction(conn, action)
+    return _Savepoint(conn, action)
 
 
 def _own(conn: Connection) -> bool:
@@ -84,27 +84,56 @@ def _own(conn: Connection) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _savepoint(conn: Connection, action: str) -> Iterator[None]:
-    try:
-        with conn.begin_nested():
-            yield
-    except DbMemoryError:
-        raise
-    except sa.exc.SQLAlchemyError as exc:
-        reason = dialect.lost_transaction_reason(exc, conn)
-        if reason is None:
-            raise dialect.translate_db_error(exc, action) from exc
-        if _own(conn):  # only our own one-command transaction is gone: say retry
-            raise ConflictError(
-                f"{action} failed because {reason}; nothing was changed: retry the command"
-            ) from exc
-        if not conn.invalidated:
-            # The savepoint is gone with the caller's transaction. Invalidate the connection
-            # so the caller's later statements and COMMIT fail loudly instead of committing
-            # the rest of a half-lost unit of work on their own.
-            conn.invalidate()
-        raise transaction_rolled_back(action, reason) from exc
+class _Savepoint:
+    """A savepoint around one write in the caller's transaction (a plain class, not a
+    generator: it runs for every write). A database error inside it becomes a
+    :class:`~dbmemory.errors.DbMemoryError` (:func:`_savepoint_error`); a DbMemoryError or any
+    other exception passes through unchanged, after the savepoint was rolled back."""
+
+    __slots__ = ("_conn", "_action", "_tx")
+
+    def __init__(self, conn: Connection, action: str) -> None:
+        self._conn = conn
+        self._action = action
+        self._tx: Any = None
+
+    def __enter__(self) -> None:
+        try:
+            tx = self._conn.begin_nested()
+            tx.__enter__()
+        except DbMemoryError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise _savepoint_error(self._conn, self._action, exc) from exc
+        self._tx = tx
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            self._tx.__exit__(exc_type, exc, tb)  # RELEASE, or ROLLBACK TO on an exception
+        except DbMemoryError:
+            raise
+        except sa.exc.SQLAlchemyError as error:
+            raise _savepoint_error(self._conn, self._action, error) from error
+        if isinstance(exc, sa.exc.SQLAlchemyError):
+            raise _savepoint_error(self._conn, self._action, exc) from exc
+        return False
+
+
+def _savepoint_error(conn: Connection, action: str, exc: sa.exc.SQLAlchemyError) -> DbMemoryError:
+    """The error for a database failure inside a write's savepoint."""
+    reason = dialect.lost_transaction_reason(exc, conn)
+    if reason is None:
+        return dialect.translate_db_error(exc, action)
+    if _own(conn):  # only our own one-command transaction is gone: say retry
+        return ConflictError(
+            f"{action} failed because {reason}; nothing was changed: retry the command"
+        )
+    if not conn.invalidated:
+        # The savepoint is gone with the caller's transaction. Invalidate the connection
+        # so the caller's later statements and COMMIT fail loudly instead of committing
+        # the rest of a half-lost unit of work on their own.
+        conn.invalidate()
+    return transaction_rolled_back(action, reason)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from sqlalchemy.engine import Connection as _Connection
+from sqlalchemy.engine import Engine as _Engine
+
 from dbmemory.errors import InvalidArgumentError, InvalidScopeError
 
 __all__ = [
@@ -103,6 +106,19 @@ def _fail(name: str, value: object, rule: str, remedy: str) -> InvalidArgumentEr
     return InvalidArgumentError(f"{name} {rule}, got {show(value)} ({_what(value)}): {remedy}")
 
 
+_MODEL_TYPES: tuple[type, type] | None = None
+
+
+def _model_types() -> tuple[type, type]:
+    """``(StoreRef, Caps)``, imported once (dbmemory.model imports this module lazily)."""
+    global _MODEL_TYPES
+    if _MODEL_TYPES is None:
+        from dbmemory.model import Caps, StoreRef
+
+        _MODEL_TYPES = (StoreRef, Caps)
+    return _MODEL_TYPES
+
+
 def check_int(
     value: object,
     name: str,
@@ -127,6 +143,8 @@ def check_int(
 def check_id(value: object, name: str = "store_id", *, optional: bool = False) -> Any:
     """A row id (store id, file id): a whole number from 1 to 2**63-1, the ``BIGINT`` column's
     range; ``None`` only when ``optional``. Returns it."""
+    if type(value) is int and 1 <= value <= INT64_MAX:  # fast path: the common valid id
+        return value
     return check_int(
         value,
         name,
@@ -141,8 +159,19 @@ def check_store(value: object, name: str = "store") -> Any:
     """A store argument: a store id (:func:`check_id`) or a :class:`~dbmemory.model.StoreRef`
     whose fields have the right types (a ``str`` key and scope, an optional store id in range,
     :class:`~dbmemory.model.Caps`). Returns it."""
-    from dbmemory.model import StoreRef
-
+    StoreRef, Caps = _model_types()
+    if type(value) is StoreRef:  # fast path: the exact type with well-typed fields
+        key, sid, caps = value.store_key, value.store_id, value.caps
+        if (
+            type(key) is str
+            and key
+            and type(value.scope) is str
+            and (sid is None or (type(sid) is int and 1 <= sid <= INT64_MAX))
+            and (caps is None or type(caps) is Caps)
+        ):
+            return value
+    if type(value) is int and 1 <= value <= INT64_MAX:  # fast path: a store id in range
+        return value
     if isinstance(value, StoreRef):
         if not isinstance(value.store_key, str) or not value.store_key:
             raise InvalidScopeError(
@@ -171,6 +200,8 @@ def check_cap(value: object, name: str, *, optional: bool = True) -> Any:
     ``max_files``: 32-bit ``INTEGER``; ``max_store_chars``: ``BIGINT``); ``None`` when
     ``optional``. Returns it."""
     maximum = INT64_MAX if name.endswith("max_store_chars") else INT32_MAX
+    if type(value) is int and 1 <= value <= maximum:  # fast path: the common valid value
+        return value
     return check_int(
         value,
         name,
@@ -184,10 +215,9 @@ def check_cap(value: object, name: str, *, optional: bool = True) -> Any:
 
 def check_caps(value: object, name: str = "caps", *, optional: bool = False) -> Any:
     """A :class:`~dbmemory.model.Caps` (never ``None`` unless ``optional``). Returns it."""
-    from dbmemory.model import Caps
-
     if value is None and optional:
         return None
+    Caps = _model_types()[1]
     if not isinstance(value, Caps):
         raise _fail(
             name,
@@ -271,6 +301,14 @@ def check_text(
     Returns it."""
     if value is None and optional:
         return None
+    if (
+        type(value) is str
+        and value.isascii()  # O(1) in CPython: no lone surrogate possible
+        and (empty or value)
+        and (max_chars is None or len(value) <= max_chars)
+        and "\x00" not in value
+    ):
+        return value  # fast path: plain ASCII text within its limits
     if not isinstance(value, str):
         raise _fail(
             name, value, "must be a string" + (" or None" if optional else ""), f"pass text for {name}"
@@ -333,24 +371,20 @@ def check_callable(value: object, name: str, *, optional: bool = True) -> Any:
 
 def check_connection(value: object, name: str = "conn") -> Any:
     """A SQLAlchemy ``Connection`` (from ``engine.connect()`` or ``engine.begin()``)."""
-    from sqlalchemy.engine import Connection
-
-    if not isinstance(value, Connection):
-        raise _fail(
-            name,
-            value,
-            "must be a SQLAlchemy Connection",
-            "pass the connection of 'with engine.begin() as conn:' (an Engine is not accepted "
-            "here: memory writes join your transaction)",
-        )
-    return value
+    if type(value) is _Connection or isinstance(value, _Connection):
+        return value
+    raise _fail(
+        name,
+        value,
+        "must be a SQLAlchemy Connection",
+        "pass the connection of 'with engine.begin() as conn:' (an Engine is not accepted "
+        "here: memory writes join your transaction)",
+    )
 
 
 def check_engine(value: object, name: str = "engine") -> Any:
     """A SQLAlchemy ``Engine`` (from :func:`dbmemory.create_engine`)."""
-    from sqlalchemy.engine import Engine
-
-    if not isinstance(value, Engine):
+    if not isinstance(value, _Engine):
         raise _fail(
             name, value, "must be a SQLAlchemy Engine", "pass dbmemory.create_engine(url)"
         )
@@ -359,9 +393,7 @@ def check_engine(value: object, name: str = "engine") -> Any:
 
 def check_bind(value: object, name: str = "engine_or_conn") -> Any:
     """A SQLAlchemy ``Engine`` or ``Connection``."""
-    from sqlalchemy.engine import Connection, Engine
-
-    if not isinstance(value, (Engine, Connection)):
+    if not isinstance(value, (_Engine, _Connection)):
         raise _fail(
             name,
             value,

@@ -256,13 +256,19 @@ def configure_engine(
         # straight on the DB-API connection: Connection.exec_driver_sql costs ~15-25 µs more
         # per transaction (statement events, result set-up) for a statement with no result
         try:
-            _driver_execute(conn, "BEGIN IMMEDIATE")
-        except BaseException:
+            # _driver_execute spelled out for SQLite (this runs for every transaction)
+            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
             # SQLAlchemy sets Connection.__in_begin before this event and clears it only after
             # the dialect's do_begin: left set, it would turn autobegin off for good, and every
             # later statement of the connection would commit on its own ("database is locked"
             # once, then silent autocommit).
             conn._Connection__in_begin = False  # type: ignore[attr-defined]
+            dbapi = conn.dialect.loaded_dbapi
+            if isinstance(exc, dbapi.Error):  # wrapped as SQLAlchemy would
+                raise sa.exc.DBAPIError.instance(
+                    "BEGIN IMMEDIATE", (), exc, dbapi.Error, dialect=conn.dialect
+                ) from exc
             raise
 
     return engine
@@ -480,8 +486,18 @@ def _isolation(conn: Connection) -> str | None:
 
 
 def is_autocommit(conn: Connection) -> bool:
-    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own)."""
-    return _isolation(conn) == "AUTOCOMMIT"
+    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own).
+
+    Runs for every write and every SQLite ``BEGIN``: :func:`_isolation` spelled out with the
+    common cases (no level set; the exact name) answered first."""
+    level = conn.get_execution_options().get("isolation_level")
+    if level is None:
+        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
+        if level is None:
+            return False
+    if level == "AUTOCOMMIT":
+        return True
+    return str(level).upper().replace("_", " ") == "AUTOCOMMIT"
 
 
 def batch_isolation(bind: Connection | Engine | Dialect) -> str:

@@ -32,7 +32,7 @@ from dbmemory.errors import (
 from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.model import Caps, FileRecord, StoreRef
 from dbmemory.paths import ancestors
-from dbmemory.stores import check_run_ready, current_store_code, shared_store
+from dbmemory.stores import _run_store, current_store_code, shared_store
 from dbmemory.tool import messages
 from dbmemory.tool.args import (
     Create,
@@ -127,7 +127,8 @@ class MemoryTool:
         store: StoreRef | None = None,
         actor: str | None = None,
     ) -> None:
-        _v.arguments(conn=conn, run_context=run_context)
+        _v.check_connection(conn)
+        _v.check_mapping(run_context, "run_context")
         _v.check_key_text(agent_code, "agent_code")
         _v.check_key_text(user_id, "user_id")
         _v.check_key_text(session_id, "session_id")
@@ -141,7 +142,8 @@ class MemoryTool:
             _v.check_store(store)
         if store is None:
             if agent_code is not None:
-                store = check_run_ready(
+                # the arguments check_run_ready would check were checked above
+                store = _run_store(
                     conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
                 )
             else:
