@@ -274,15 +274,6 @@ def configure_engine(
     return engine
 
 
-def is_autocommit(conn: Connection) -> bool:
-    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (its own execution option, else the
-    engine's ``isolation_level``): each statement commits on its own."""
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
-    return level == "AUTOCOMMIT"
-
-
 def _driver_execute(conn: Connection, statement: str) -> None:
     """Run a transaction-control statement on the DB-API connection, wrapping driver errors as
     SQLAlchemy would (so :func:`translate_db_error` sees them)."""
