@@ -46,7 +46,7 @@ from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.db.schema import files
 from dbmemory.errors import InvalidArgumentError, StorageError
-from dbmemory.files import _audit, _event
+from dbmemory.audit import _audit, _event
 from dbmemory.txn import write_unit
 from dbmemory.touch import EXPIRY_LOCK_INFO, TOUCH_INTERVAL
 

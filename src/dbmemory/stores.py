@@ -20,7 +20,8 @@ from dbmemory import validate as _v
 from dbmemory.caps import caps_values, configured_store_key, strictest_caps
 from dbmemory.db import dialect
 from dbmemory.errors import DbMemoryError, InvalidArgumentError, InvalidScopeError, NotFoundError
-from dbmemory.files import _audit, _event, _lock_store_caps, _savepoint, find_store_id
+from dbmemory.audit import _audit, _event
+from dbmemory.files import _lock_store_caps, _savepoint, find_store_id
 from dbmemory.keys import RESERVED_SCOPE, SCOPES, build_store_key, parse_store_key, validate_component
 from dbmemory.txn import write_unit
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef

@@ -1,0 +1,193 @@
+"""Reads: listings, one file, and what the MEMORY tool's ``view`` shows (a touching read).
+
+Re-exported by :mod:`dbmemory.files`, where callers find them. Reads take no lock in the
+caller's transaction; a file read records its touch (:mod:`dbmemory.touch`).
+"""
+
+from __future__ import annotations
+
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from dbmemory import statements as st
+from dbmemory import validate as _v
+from dbmemory.db import dialect
+from dbmemory.errors import (
+    NotFoundError,
+)
+from dbmemory.model import FileInfo, FileRecord, StoreRef
+from dbmemory.paths import ROOT, is_root, normalize_path, path_hash
+from dbmemory.touch import touch_after_read
+from dbmemory.store_lock import StoreArg, _existing_store_id, _info, _record
+
+__all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path"]
+
+
+def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
+    """Every file of a store without its text.
+
+    Returns:
+        list of :class:`FileInfo` (path, size in characters, version, created, updated, last
+        accessed), sorted by path (code-point order). Empty for an empty store.
+
+    Raises:
+        InvalidArgumentError: ``conn`` is not a Connection; ``store_id`` is not a whole number
+            from 1 to 2**63-1.
+    """
+    _v.arguments(conn=conn, store_id=store_id)
+    return list_directory(conn, store_id, ROOT)
+
+
+def list_directory(conn: Connection, store_id: int | None, directory: str) -> list[FileInfo]:
+    """Files (no text) at any depth under ``directory``, sorted by path; ``[]`` if none.
+
+    Raises:
+        InvalidPathError: ``directory`` is not a valid path.
+        InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``.
+    """
+    _v.arguments(conn=conn)
+    _v.check_id(store_id, optional=True)
+    directory = normalize_path(directory)
+    if store_id is None:
+        return []
+    return _listing(conn, _Listing.by_id(store_id, directory, sizes=False), directory)
+
+
+class _Listing:
+    """Which listing statement to run and with what (by store id or key; full or sizes)."""
+
+    __slots__ = ("params", "sizes", "stmt")
+
+    def __init__(self, stmt: Any, params: dict[str, Any], sizes: bool) -> None:
+        self.stmt, self.params, self.sizes = stmt, params, sizes
+
+    @classmethod
+    def by_id(cls, store_id: int, directory: str, *, sizes: bool) -> _Listing:
+        if is_root(directory):
+            stmt = st.SELECT_SIZES if sizes else st.SELECT_LISTING
+            return cls(stmt, {"p_sid": store_id}, sizes)
+        stmt = st.SELECT_SIZES_DIR if sizes else st.SELECT_LISTING_DIR
+        return cls(stmt, {"p_sid": store_id, **st.prefix_params(directory)}, sizes)
+
+    @classmethod
+    def by_key(cls, store_key: str, directory: str, *, sizes: bool) -> _Listing:
+        if is_root(directory):
+            stmt = st.SELECT_SIZES_BY_KEY if sizes else st.SELECT_LISTING_BY_KEY
+            return cls(stmt, {"p_key": store_key}, sizes)
+        stmt = st.SELECT_SIZES_DIR_BY_KEY if sizes else st.SELECT_LISTING_DIR_BY_KEY
+        return cls(stmt, {"p_key": store_key, **st.prefix_params(directory)}, sizes)
+
+
+def _listing(conn: Connection, listing: _Listing, directory: str) -> list[Any]:
+    try:
+        rows = conn.execute(listing.stmt, listing.params).all()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"listing {directory}") from exc
+    if listing.sizes:
+        return sorted((r[0], r[1]) for r in rows)
+    return sorted((_info(r) for r in rows), key=lambda f: f.path)
+
+
+def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False) -> FileRecord:
+    """One file with its text (one ``SELECT``).
+
+    Args:
+        touch: also record the read for expiry, durably before returning (see
+            :mod:`dbmemory.touch`; on SQLite it joins the caller's transaction).
+
+    Returns:
+        :class:`FileRecord`; ``text`` is ``""`` for an empty file on every backend.
+
+    Raises:
+        InvalidPathError: invalid path.
+        InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``; ``touch`` not
+            a bool.
+        NotFoundError: no file at ``path`` (it may be a directory), or (``touch``) it was
+            removed between the read and its touch.
+        ConflictError: (``touch``) the touch waited too long for a running expiry: retry.
+    """
+    _v.check_connection(conn)
+    _v.check_id(store_id, "store_id")
+    _v.check_bool(touch, "touch")
+    path = normalize_path(path)
+    stmt = st.SELECT_FILE_READ if touch else st.SELECT_FILE
+    row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
+    if row is None:
+        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+    if touch:
+        touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
+    return _record(row)
+
+
+def _select_file(conn: Connection, stmt: Any, params: dict[str, Any], path: str) -> Row[Any] | None:
+    try:
+        return conn.execute(stmt, params).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"reading {path}") from exc
+
+
+def read_path(
+    conn: Connection, store: StoreArg | None, path: str
+) -> FileRecord | list[FileInfo]:
+    """What ``view`` shows: a file (touched) or the files under a directory.
+
+    A file costs one ``SELECT`` (plus, at most once per file per hour, the touch that records
+    the read durably before this returns: :mod:`dbmemory.touch`), also for a :class:`StoreRef`
+    whose store id is not known yet (the file is read by store key); the root costs one
+    ``SELECT``.
+
+    Returns:
+        :class:`FileRecord` for a file; a list of :class:`FileInfo` sorted by path for a
+        directory (``[]`` for an empty or never-written store's root).
+
+    Raises:
+        InvalidPathError: invalid path.
+        NotFoundError: neither a file nor a directory.
+    """
+    return _read(conn, store, path, sizes=False)
+
+
+def view_path(
+    conn: Connection, store: StoreArg | None, path: str
+) -> FileRecord | list[tuple[str, int]]:
+    """:func:`read_path` for the MEMORY tool's ``view``: a directory comes back as
+    ``(path, size in characters)`` pairs sorted by path (only what the listing shows)."""
+    return _read(conn, store, path, sizes=True)
+
+
+def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
+    _v.check_connection(conn)
+    if store is not None:
+        _v.check_store(store)
+    path = normalize_path(path)
+    if isinstance(store, StoreRef):
+        # Always by key, never by a cached id: a store dropped since (end_session, drop_store)
+        # frees its id, which SQLite may give to another tenant's new store.
+        key = store.store_key
+        if is_root(path):
+            return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+        row = _select_file(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": key, "p_ph": path_hash(path)}, path)
+        if row is not None:
+            touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
+            return _record(row)
+        entries = _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+        if entries:
+            return entries
+        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+    store_id = None if store is None else _existing_store_id(conn, store)
+    if is_root(path):
+        return [] if store_id is None else _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
+    if store_id is None:
+        raise NotFoundError(f"the path {path} does not exist")
+    try:
+        return get_file(conn, store_id, path, touch=True)
+    except NotFoundError:
+        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
+        if entries:
+            return entries
+        raise
+
+
