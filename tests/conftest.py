@@ -84,6 +84,10 @@ BACKENDS = [
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
     pytest.param("oracle", id="oracle", marks=pytest.mark.oracle),
+    # deployment backends (issue 13, block at the end of this file): only the modules of
+    # DEPLOY_MODULES run on them
+    pytest.param("galera", id="galera", marks=pytest.mark.galera),
+    pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.pgbouncer),
 ]
 
 SERVER_BACKENDS = [p for p in BACKENDS if p.values[0] in ("postgres", "mysql")]
@@ -274,6 +278,8 @@ class _Backends:
         elif name == "sqlite-file":
             path = self.tmp_factory.mktemp("sqlite") / "dbmemory.db"
             engine = create_engine(f"sqlite:///{path.as_posix()}")
+        elif name in DEPLOY_BACKENDS:
+            engine = _deploy_engine(self, name)
         else:
             server = SERVERS[name]
             base = _base_url(server)
@@ -300,6 +306,7 @@ class _Backends:
                 _drop_database(server, url)
             except Exception as exc:
                 print(f"\nwarning: could not drop test database {url.database}: {exc}")
+        _drop_deploy_databases()
         _stop_containers()
 
 
@@ -473,3 +480,158 @@ def run(tool: Any) -> Callable[..., str]:
         return tool.execute({"command": command, **params})
 
     return call
+
+
+# -- deployment backends (issue 13): Galera cluster, PgBouncer, pg_cron ------------------------
+#
+# Started by .ci/galera, .ci/pgbouncer and .ci/pgcron (CI: .ci/run). Skipped with the variable
+# named when it is unset outside CI; in CI an unset variable or an unreachable server fails.
+#
+# * ``galera``: DBMEMORY_TEST_GALERA_URLS, three comma-separated node URLs
+#   (mysql+pymysql://root@127.0.0.1:3307/test,...:3308/test,...:3309/test). The ``engine``
+#   backend ``galera`` is node 1; ``galera_engines`` gives one engine per node on the session
+#   database (created on node 1, replicated).
+# * ``pgbouncer``: DBMEMORY_TEST_PGBOUNCER_URL, PgBouncer in transaction pooling mode in front
+#   of PostgreSQL (postgresql+psycopg://postgres@127.0.0.1:6432/test); engines are made with
+#   ``transaction_pooling=True``.
+# * ``pgcron``: DBMEMORY_TEST_PGCRON_URL, a PostgreSQL cluster with pg_cron preloaded and
+#   ``cron.database_name`` = the URL's database (used as is, not a session database).
+
+DEPLOY_SERVERS: dict[str, Server] = {
+    "galera": Server("galera", "DBMEMORY_TEST_GALERA_URLS", "MariaDB Galera cluster", True),
+    "pgbouncer": Server("pgbouncer", "DBMEMORY_TEST_PGBOUNCER_URL", "PgBouncer", True),
+    "pgcron": Server(
+        "pgcron", "DBMEMORY_TEST_PGCRON_URL", "PostgreSQL with pg_cron", True, own_database=False
+    ),
+}
+DEPLOY_BACKENDS = ("galera", "pgbouncer")
+"""``engine`` backends that run only the modules of :data:`DEPLOY_MODULES` (CI time)."""
+
+DEPLOY_MODULES: dict[str, frozenset[str]] = {
+    "galera": frozenset({"test_tool_contract.py", "test_caps.py", "test_deploy_doctor.py"}),
+    "pgbouncer": frozenset(
+        {
+            "test_tool_contract.py",
+            "test_caps.py",
+            "test_transactions.py",
+            "test_stores.py",
+            "test_expiry_and_touch.py",
+            "test_deploy_doctor.py",
+        }
+    ),
+}
+"""The contract modules each deployment backend runs (other tests are deselected there)."""
+
+_DEPLOY_CREATED: list[tuple[str, URL, URL]] = []  # (kind, admin URL, session database URL)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the deployment backends' parameters outside :data:`DEPLOY_MODULES`."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend_name") if callspec is not None else None
+        if backend in DEPLOY_MODULES and item.path.name not in DEPLOY_MODULES[backend]:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _deploy_unavailable(server: Server, why: str) -> None:
+    message = f"{server.display} unavailable: {why}"
+    if in_ci():
+        pytest.fail(f"{message} (CI requires it: .ci/run starts it)", pytrace=False)
+    pytest.skip(message)
+
+
+def deploy_urls(kind: str) -> list[URL]:
+    """The URLs of deployment server ``kind`` (``galera``: three), or skip/fail naming the
+    variable."""
+    server = DEPLOY_SERVERS[kind]
+    raw = os.environ.get(server.env_var, "").strip()
+    if not raw:
+        _deploy_unavailable(server, f"set {server.env_var} to run these tests (see .ci/{kind})")
+    urls = [normalize_url(part.strip()) for part in raw.split(",") if part.strip()]
+    if kind == "galera" and len(urls) != 3:
+        _deploy_unavailable(server, f"{server.env_var} must list three node URLs, got {len(urls)}")
+    for url in urls:
+        admin = _admin_engine(url)
+        try:
+            with admin.connect() as c:
+                c.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            _deploy_unavailable(
+                server,
+                f"cannot connect to {redact_url(url)} ({server.env_var}): "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+            )
+        finally:
+            admin.dispose()
+    return urls
+
+
+def _deploy_engine(backends: _Backends, name: str) -> Engine:
+    """The session engine of deployment backend ``name`` (on a database of its own)."""
+    base = deploy_urls(name)[0]
+    kind = "postgres" if name == "pgbouncer" else "mysql"
+    url = _create_database(SERVERS[kind], base)
+    _DEPLOY_CREATED.append((kind, base, url))
+    if name == "pgbouncer":
+        return create_engine(url, transaction_pooling=True)
+    return create_engine(url)
+
+
+def _drop_deploy_databases() -> None:
+    while _DEPLOY_CREATED:
+        kind, base, url = _DEPLOY_CREATED.pop()
+        admin = _admin_engine(base)
+        try:
+            with admin.connect() as c:
+                if kind == "postgres":
+                    c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+                else:
+                    c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{url.database}`")
+        except Exception as exc:
+            print(f"\nwarning: could not drop test database {url.database}: {exc}")
+        finally:
+            admin.dispose()
+
+
+@pytest.fixture
+def galera_engines(_backends: _Backends) -> Iterator[list[Engine]]:
+    """One engine per Galera node (nodes 1-3) on the session database, tables empty. Node 1's
+    is the ``galera`` backend's engine; nodes 2 and 3 read with ``wsrep_sync_wait = 1`` (a
+    read waits until the node has applied every write committed anywhere before it)."""
+    first = _backends.engine("galera")
+    clean_tables(first)
+    urls = deploy_urls("galera")
+    others = [
+        create_engine(
+            url.set(database=first.url.database),
+            connect_args={"init_command": "SET SESSION wsrep_sync_wait = 1"},
+        )
+        for url in urls[1:]
+    ]
+    try:
+        yield [first, *others]
+    finally:
+        for eng in others:
+            eng.dispose()
+
+
+@pytest.fixture
+def pgcron_engine() -> Iterator[Engine]:
+    """An engine on the pg_cron cluster's ``cron.database_name`` database, migrated, tables
+    empty (the database is used as is)."""
+    url = deploy_urls("pgcron")[0]
+    eng = create_engine(url)
+    try:
+        migrate.upgrade(eng)
+        clean_tables(eng)
+        yield eng
+    finally:
+        eng.dispose()

@@ -56,6 +56,14 @@ class Settings(BaseSettings):
     ``lock_timeout``, MariaDB/MySQL ``innodb_lock_wait_timeout`` rounded up to seconds, SQLite
     busy timeout, Oracle ``FOR UPDATE WAIT n``)."""
 
+    transaction_pooling: bool = False
+    """Whether the PostgreSQL server is reached through a pooler in transaction mode, such as
+    PgBouncer with ``pool_mode = transaction`` (``DBMEMORY_TRANSACTION_POOLING``, default
+    False). :func:`dbmemory.create_engine` then turns psycopg's prepared statements off
+    (``prepare_threshold=None``: PgBouncer before 1.21, or without ``max_prepared_statements``,
+    cannot route them) and sets ``lock_timeout`` with ``SET LOCAL`` in every transaction
+    instead of once per connection. Same as ``?dbmemory_transaction_pooling=true`` in the URL."""
+
     def resolved_url(self) -> str:
         """The configured URL, or the embedded SQLite default (creating its folder).
 

@@ -201,7 +201,10 @@ def touch_engine(engine: Engine) -> Engine:
 
 def _make_touch_engine(engine: Engine, pool: Pool) -> Engine:
     own = pool.recreate()
-    setup = dialect.touch_connection_setup(engine.dialect.name, TOUCH_LOCK_TIMEOUT)
+    pooled = dialect.transaction_pooling(engine)
+    setup = dialect.touch_connection_setup(
+        engine.dialect.name, TOUCH_LOCK_TIMEOUT, transaction_pooling=pooled
+    )
     if setup:
 
         @sa.event.listens_for(own, "connect")
@@ -214,7 +217,10 @@ def _make_touch_engine(engine: Engine, pool: Pool) -> Engine:
                 cursor.close()
             dbapi_conn.commit()
 
-    touch = _TouchEngine(engine, own, {"isolation_level": "READ COMMITTED"})
+    options: dict[str, Any] = {"isolation_level": "READ COMMITTED"}
+    if pooled:  # SET LOCAL lock_timeout per transaction (dialect.configure_engine)
+        options["dbmemory_lock_timeout_ms"] = int(TOUCH_LOCK_TIMEOUT * 1000)
+    touch = _TouchEngine(engine, own, options)
 
     def _dispose(_engine: Engine) -> None:
         if getattr(pool, _ATTR, None) is touch:

@@ -169,6 +169,7 @@ def configure_engine(
     *,
     lock_timeout_ms: int | None = None,
     busy_timeout_ms: int | None = None,
+    transaction_pooling: bool = False,
 ) -> Engine:
     """Apply dbmemory's connection set-up to ``engine`` (yours or dbmemory's) and return it.
 
@@ -189,9 +190,17 @@ def configure_engine(
     The set-up runs when the pool opens a connection: call this before the engine's first
     connection (or ``engine.dispose()`` afterwards). Idempotent: a second call changes nothing.
 
+    PostgreSQL behind a transaction-mode pooler (``transaction_pooling=True``, e.g. PgBouncer
+    ``pool_mode = transaction``): consecutive transactions of one connection may run on
+    different server connections, and a session ``SET`` would stay behind on a server
+    connection other clients then get. ``lock_timeout`` is then set with ``SET LOCAL`` at the
+    start of every transaction (SQLAlchemy's and dbmemory's own ones on ``AUTOCOMMIT``
+    connections) and never per session.
+
     Args:
         lock_timeout_ms: lock wait bound in milliseconds (> 0).
         busy_timeout_ms: SQLite only: overrides ``lock_timeout_ms`` for the busy timeout.
+        transaction_pooling: PostgreSQL only: per-transaction settings (see above).
     """
     if getattr(engine, "_dbmemory_configured", False):
         return engine
@@ -204,6 +213,15 @@ def configure_engine(
     if name == "oracle":
         configure_oracle_session(engine)  # binary NLS_COMP/NLS_SORT on every connection
         engine.dialect._dbmemory_lock_wait_s = _lock_wait_seconds(lock_ms)  # type: ignore[attr-defined]
+        return engine
+    if name == "postgresql" and transaction_pooling:
+        engine._dbmemory_transaction_pooling = True  # type: ignore[attr-defined]
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_pooled_begin(conn: Connection) -> None:
+            if not is_autocommit(conn):
+                set_transaction_lock_timeout(conn)
+
         return engine
     if name in ("postgresql", "mysql", "mariadb"):
         setting = (
@@ -274,6 +292,53 @@ def configure_engine(
     return engine
 
 
+def transaction_pooling(bind: Connection | Engine) -> bool:
+    """Whether ``bind``'s engine was configured for a transaction-mode pooler
+    (:func:`configure_engine`)."""
+    engine = bind.engine
+    while True:
+        if getattr(engine, "_dbmemory_transaction_pooling", False):
+            return True
+        proxied = getattr(engine, "_proxied", None)  # execution_options() copies, touch engine
+        if proxied is None:
+            return False
+        engine = proxied
+
+
+def transaction_pooling_connect_args(backend: str) -> dict[str, Any]:
+    """Driver connect arguments for a server behind a transaction-mode pooler: psycopg 3
+    prepares a statement after its 5th execution on a connection (``prepare_threshold``);
+    PgBouncer before 1.21 (or without ``max_prepared_statements``) would route the prepared
+    statement's later executions to server connections that never saw it ("prepared
+    statement ... does not exist"), so preparing is turned off."""
+    if backend == "postgresql":
+        return {"prepare_threshold": None}
+    return {}
+
+
+def set_transaction_lock_timeout(conn: Connection, lock_timeout_ms: int | None = None) -> None:
+    """``SET LOCAL lock_timeout`` for the transaction just begun on ``conn`` (PostgreSQL behind a
+    transaction-mode pooler: :func:`configure_engine`). ``lock_timeout_ms`` defaults to the
+    connection's ``dbmemory_lock_timeout_ms`` execution option, then the engine's timeout."""
+    if lock_timeout_ms is None:
+        lock_timeout_ms = conn.get_execution_options().get("dbmemory_lock_timeout_ms")
+    if lock_timeout_ms is None:
+        lock_timeout_ms = _engine_lock_ms(conn)
+    _driver_execute(conn, f"SET LOCAL lock_timeout = '{int(lock_timeout_ms)}ms'")
+
+
+def _engine_lock_ms(conn: Connection) -> int:
+    engine = conn.engine
+    while True:
+        value = getattr(engine, "_dbmemory_lock_timeout_ms", None)
+        if value is not None:
+            return int(value)
+        proxied = getattr(engine, "_proxied", None)
+        if proxied is None:
+            return DEFAULT_LOCK_TIMEOUT_MS
+        engine = proxied
+
+
 def _driver_execute(conn: Connection, statement: str) -> None:
     """Run a transaction-control statement on the DB-API connection, wrapping driver errors as
     SQLAlchemy would (so :func:`translate_db_error` sees them)."""
@@ -338,6 +403,8 @@ def begin_own_transaction(conn: Connection) -> None:
         return
     statement = {"sqlite": "BEGIN IMMEDIATE", "postgresql": "BEGIN"}.get(name, "START TRANSACTION")
     _driver_execute(conn, statement)
+    if name == "postgresql" and transaction_pooling(conn):
+        set_transaction_lock_timeout(conn)
 
 
 def end_own_transaction(conn: Connection, *, commit: bool) -> None:
@@ -458,10 +525,16 @@ def delete_returning(bind: Connection | Engine | Dialect) -> bool:
     return bool(dia.delete_returning) and dia.name in ("postgresql", "mysql", "mariadb")
 
 
-def touch_connection_setup(name: str, lock_timeout_s: float) -> list[str]:
+def touch_connection_setup(
+    name: str, lock_timeout_s: float, *, transaction_pooling: bool = False
+) -> list[str]:
     """Session statements for a new connection of the touch pool (:mod:`dbmemory.touch`): bound
     every lock wait to ``lock_timeout_s`` seconds, so a touch never waits long for a running
-    expiry batch. Oracle bounds the wait in the lock statement itself (``WAIT n``)."""
+    expiry batch. Oracle bounds the wait in the lock statement itself (``WAIT n``). Behind a
+    transaction-mode pooler none (each transaction sets ``SET LOCAL lock_timeout`` from the
+    touch engine's ``dbmemory_lock_timeout_ms`` execution option)."""
+    if transaction_pooling:
+        return []
     if name == "postgresql":
         return [f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'"]
     if name in ("mysql", "mariadb"):

@@ -101,8 +101,32 @@ def _backend(url: URL) -> str:
     return url.get_backend_name()
 
 
+POOLING_QUERY_KEY = "dbmemory_transaction_pooling"
+"""URL query option (``?dbmemory_transaction_pooling=true``) that says the URL reaches
+PostgreSQL through a transaction-mode pooler (PgBouncer); removed before the driver sees it."""
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _pop_pooling(url: URL) -> tuple[URL, bool | None]:
+    """Take :data:`POOLING_QUERY_KEY` out of ``url``: (the URL without it, its value or None)."""
+    if POOLING_QUERY_KEY not in url.query:
+        return url, None
+    raw = url.query[POOLING_QUERY_KEY]
+    value = raw[-1] if isinstance(raw, tuple) else raw
+    if str(value).strip().lower() not in _TRUE + ("0", "false", "no", "off"):
+        raise InvalidArgumentError(
+            f"{POOLING_QUERY_KEY} in the URL must be true or false, got {value!r}"
+        )
+    return url.difference_update_query([POOLING_QUERY_KEY]), str(value).strip().lower() in _TRUE
+
+
 def create_engine(
-    url: str | URL | None = None, *, lock_timeout_ms: int | None = None, **kwargs: Any
+    url: str | URL | None = None,
+    *,
+    lock_timeout_ms: int | None = None,
+    transaction_pooling: bool | None = None,
+    **kwargs: Any,
 ) -> Engine:
     """Create an Engine set up the way dbmemory needs it.
 
@@ -118,6 +142,13 @@ def create_engine(
             ``pool_pre_ping`` defaults to True on server databases (a connection dropped by a
             server restart is replaced before use instead of failing the first call); pass
             ``pool_pre_ping=False`` to save its round trip per checkout.
+        transaction_pooling: PostgreSQL only: the URL reaches the server through a pooler in
+            transaction mode (PgBouncer ``pool_mode = transaction``). psycopg's prepared
+            statements are turned off (``prepare_threshold=None``; PgBouncer < 1.21 cannot
+            route them) and ``lock_timeout`` is set with ``SET LOCAL`` in every transaction, so
+            no session state is left on the pooler's server connections. None reads the URL
+            option ``?dbmemory_transaction_pooling=true`` and then
+            ``DBMEMORY_TRANSACTION_POOLING`` (default False).
 
     Returns:
         A configured :class:`~sqlalchemy.engine.Engine` whose lock waits are bounded by
@@ -133,7 +164,12 @@ def create_engine(
             e.g. ``pip install 'dbmemory[postgres]'``.
         InvalidArgumentError: the URL cannot be parsed or names an unknown database.
     """
-    if url is None or lock_timeout_ms is None:
+    settings = None
+    if url is not None:
+        url, from_url = _pop_pooling(normalize_url(url))
+        if transaction_pooling is None:
+            transaction_pooling = from_url
+    if url is None or lock_timeout_ms is None or transaction_pooling is None:
         from dbmemory.settings import Settings
 
         try:
@@ -147,13 +183,18 @@ def create_engine(
             url = settings.resolved_url()
         if lock_timeout_ms is None:
             lock_timeout_ms = settings.lock_timeout_ms
+        if transaction_pooling is None:
+            transaction_pooling = settings.transaction_pooling
     if isinstance(lock_timeout_ms, bool) or not isinstance(lock_timeout_ms, int) or lock_timeout_ms <= 0:
         raise InvalidArgumentError(
             f"lock_timeout_ms must be a positive whole number of milliseconds, got "
             f"{lock_timeout_ms!r}: pass e.g. lock_timeout_ms=5000"
         )
-    parsed = normalize_url(url)
+    parsed, from_url = _pop_pooling(normalize_url(url))
+    if from_url is not None:  # the URL came from DBMEMORY_URL
+        transaction_pooling = from_url
     backend = _backend(parsed)
+    pooling = bool(transaction_pooling) and backend == "postgresql"
     if backend != "sqlite":  # a file or in-memory database has no server to restart
         kwargs.setdefault("pool_pre_ping", True)
 
@@ -167,6 +208,10 @@ def create_engine(
 
     for key, value in dialect.engine_defaults(backend).items():
         kwargs.setdefault(key, value)
+    if pooling:
+        connect_args = dict(kwargs.pop("connect_args", {}) or {})
+        connect_args.update(dialect.transaction_pooling_connect_args(backend))
+        kwargs["connect_args"] = connect_args
 
     try:
         engine = sa.create_engine(parsed, **kwargs)
@@ -185,4 +230,4 @@ def create_engine(
             f"'{parsed.drivername}' is not a database SQLAlchemy knows: use sqlite, oracle, "
             "postgresql or mysql/mariadb URLs"
         ) from exc
-    return configure_engine(engine, lock_timeout_ms=lock_timeout_ms)
+    return configure_engine(engine, lock_timeout_ms=lock_timeout_ms, transaction_pooling=pooling)
