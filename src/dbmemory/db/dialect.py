@@ -692,9 +692,15 @@ def bump_store_on_write(bind: Connection) -> bool:
     caller is told to retry the whole transaction. Locking a row that was only locked, not
     changed, would not fail. At READ COMMITTED the bump changes nothing but costs one statement.
 
-    False on MySQL/MariaDB, whose reads under the store lock are locking reads that see the
-    latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and on SQLite
-    (one writer at a time, ``BEGIN IMMEDIATE``).
+    True on a MariaDB Galera cluster node (``wsrep_on = ON``): the store-row lock is local to
+    a node (Galera does not replicate ``FOR UPDATE``), so two writers of one store on two nodes
+    would both "hold" it, both see room under the caps, and both commit. When both modify the
+    store row, their write sets conflict at certification and the later one fails at
+    ``COMMIT`` (error 1213): caps and shape hold across nodes.
+
+    False on a single MySQL/MariaDB server, whose reads under the store lock are locking reads
+    that see the latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and
+    on SQLite (one writer at a time, ``BEGIN IMMEDIATE``).
     """
     return store_bump(bind) is not None
 
@@ -703,20 +709,45 @@ def store_bump(bind: Connection) -> str | None:
     """How a write modifies its store row (see :func:`bump_store_on_write`): ``"cte"`` on
     PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
     :data:`dbmemory.statements.INSERT_AUDIT_BUMP`), ``"statement"`` on Oracle (no DML in
-    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert), ``None`` on
-    MySQL/MariaDB and SQLite."""
+    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert) and on a Galera
+    cluster node (:func:`is_galera`), ``None`` on a single MySQL/MariaDB server and SQLite."""
     name = bind.dialect.name
     if name == "postgresql":
         return "cte"
     if name == "oracle":
         return "statement"
+    if name in ("mysql", "mariadb") and is_galera(bind):
+        return "statement"
     return None
+
+
+def is_galera(bind: Connection) -> bool:
+    """Whether ``bind``'s server is a Galera cluster node (MariaDB ``wsrep_on = ON``; MySQL has
+    no such variable). Asked once per engine (``SHOW VARIABLES``, no transaction effect) and
+    remembered on its dialect; False on other backends."""
+    dia = bind.dialect
+    known = getattr(dia, "_dbmemory_galera", None)
+    if known is not None:
+        return bool(known)
+    if dia.name not in ("mysql", "mariadb"):
+        return False
+    row = bind.exec_driver_sql("SHOW VARIABLES LIKE 'wsrep_on'").first()
+    known = row is not None and str(row[1]).upper() in ("ON", "1")
+    dia._dbmemory_galera = known  # type: ignore[attr-defined]
+    return known
 
 
 def serialization_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a serialisation failure of the caller's REPEATABLE READ/SERIALIZABLE
     transaction: PostgreSQL SQLSTATE 40001 ("could not serialize access"), Oracle ORA-08177.
-    Retrying inside the same transaction fails again: only a new transaction can succeed."""
+    Retrying inside the same transaction fails again: only a new transaction can succeed.
+
+    Not MySQL/MariaDB error 1213 (deadlock, also a Galera certification failure), although its
+    SQLSTATE is 40001 too: the server has already rolled back the whole transaction, which
+    :func:`lost_transaction_reason` and :func:`translate_db_error` report (a new transaction,
+    e.g. dbmemory's next own transaction on an AUTOCOMMIT connection, can simply retry)."""
+    if 1213 in _error_codes(exc):
+        return False
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -921,6 +952,12 @@ def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
             f"the database is busy: another connection holds its write lock and did not "
             f"release it in time while {action}; nothing was changed: retry in a moment",
             code="busy",
+        )
+    if 1213 in codes:  # InnoDB deadlock victim, or a Galera certification failure at COMMIT
+        return ConflictError(
+            f"{action} conflicted with a concurrent writer (a deadlock, or on a Galera cluster "
+            "a write to the same store committed first on another node) and the database "
+            "rolled back the whole transaction; nothing of it was saved: retry the operation"
         )
     if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
         return ConflictError(
