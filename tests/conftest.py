@@ -414,6 +414,9 @@ def empty_engine(backend_name: str, _backends: _Backends, tmp_path: Path) -> Ite
             migrate.upgrade(eng)
         return
     _backends.engine(backend_name)  # skip/fail early with the usual reason
+    if backend_name in DEPLOY_BACKENDS:
+        yield from _deploy_empty_engine(backend_name)
+        return
     server = SERVERS[backend_name]
     url = _create_database(server, _base_url(server))
     eng = create_engine(url)
@@ -632,6 +635,19 @@ def pgcron_engine() -> Iterator[Engine]:
     try:
         migrate.upgrade(eng)
         clean_tables(eng)
+        yield eng
+    finally:
+        eng.dispose()
+
+
+def _deploy_empty_engine(name: str) -> Iterator[Engine]:
+    """``empty_engine`` of a deployment backend: a fresh database, dropped afterwards."""
+    base = deploy_urls(name)[0]
+    kind = "postgres" if name == "pgbouncer" else "mysql"
+    url = _create_database(SERVERS[kind], base)
+    eng = create_engine(url, transaction_pooling=True) if name == "pgbouncer" else create_engine(url)
+    _DEPLOY_CREATED.append((kind, base, url))
+    try:
         yield eng
     finally:
         eng.dispose()

@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
+from dbmemory.doctor import diagnose
 from tests.test_sql_scripts import DAYS, _client_command, _expected, _seed, _seed_rows, _snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +90,9 @@ def test_pg_cron_schedules_and_runs_the_expiry_job_with_the_python_rule(pgcron_e
                 ).first()
 
         status, message = _wait("pg_cron's run of the expiry job", finished)  # type: ignore[misc]
+        job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
+        assert job.value.startswith("dbm-expire-now, enabled, last run "), job
+        assert job.value.endswith(f"({status})") and job.warning is None, job
     finally:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
             c.exec_driver_sql("SELECT cron.unschedule('dbm-expire-now')")
@@ -98,6 +102,9 @@ def test_pg_cron_schedules_and_runs_the_expiry_job_with_the_python_rule(pgcron_e
     expected_remaining, expected_events = _expected(rows, DAYS)
     assert remaining == expected_remaining
     assert events == expected_events
+    if engine.dialect.name == "mysql":
+        job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
+        assert job.value.startswith("dbm_expire_files_job, enabled, last run 20"), job
     assert len(events) > 2000  # several batches of 1,000, each committed by the procedure
 
 
@@ -148,3 +155,6 @@ def test_the_mariadb_event_runs_the_expiry_job_with_the_python_rule(
     expected_remaining, expected_events = _expected(rows, DAYS)
     assert remaining == expected_remaining
     assert events == expected_events
+    if engine.dialect.name == "mysql":
+        job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
+        assert job.value.startswith("dbm_expire_files_job, enabled, last run 20"), job
