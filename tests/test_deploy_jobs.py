@@ -102,9 +102,17 @@ def test_pg_cron_schedules_and_runs_the_expiry_job_with_the_python_rule(pgcron_e
     expected_remaining, expected_events = _expected(rows, DAYS)
     assert remaining == expected_remaining
     assert events == expected_events
-    if engine.dialect.name == "mysql":
-        job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
-        assert job.value.startswith("dbm_expire_files_job, enabled, last run 20"), job
+    # a one-time (AT) event is disabled once it ran: doctor says so; the daily schedule again
+    job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
+    assert job.value.startswith("dbm_expire_files_job, disabled, last run 20"), job
+    assert job.warning == "the expiry job is disabled: enable it, or files are never expired"
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.exec_driver_sql(
+            "ALTER EVENT dbm_expire_files_job ON SCHEDULE EVERY 1 DAY "
+            "STARTS CURRENT_DATE + INTERVAL 1 DAY + INTERVAL 195 MINUTE ENABLE"
+        )
+    job = {c.name: c for c in diagnose(engine).checks}["expiry_job"]
+    assert job.value.startswith("dbm_expire_files_job, enabled, last run 20"), job
     assert len(events) > 2000  # several batches of 1,000, each committed by the procedure
 
 

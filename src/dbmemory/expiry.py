@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -224,7 +225,7 @@ def expire_files(
                 "SERIALIZABLE snapshot taken before the expiry lock would hide reads recorded "
                 "meanwhile; use expire_files_committing(engine) or a READ COMMITTED connection"
             )
-        return _run(lambda: _batch_transaction(conn), cutoff, store_id, batch_size)
+        return _measured(lambda: _run(lambda: _batch_transaction(conn), cutoff, store_id, batch_size))
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, "expiring files") from exc
 
@@ -266,9 +267,23 @@ def expire_files_committing(
             yield conn
 
     try:
-        return _run(own_transaction, cutoff, store_id, batch_size, on_batch)
+        return _measured(lambda: _run(own_transaction, cutoff, store_id, batch_size, on_batch))
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, "expiring files") from exc
+
+
+def _measured(run: Callable[[], int]) -> int:
+    """``run()``, recorded as one expiry run (:mod:`dbmemory.metrics`: outcome, files, time)."""
+    from dbmemory.metrics import record_expiry
+
+    started = time.perf_counter()
+    try:
+        deleted = run()
+    except BaseException:
+        record_expiry(ok=False, files=0, seconds=time.perf_counter() - started)
+        raise
+    record_expiry(ok=True, files=deleted, seconds=time.perf_counter() - started)
+    return deleted
 
 
 def _run(

@@ -11,6 +11,7 @@ caller's transaction (inside a savepoint); nothing commits.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Mapping
 
@@ -30,6 +31,7 @@ from dbmemory.errors import (
     StorageError,
 )
 from dbmemory.keys import RESERVED_SCOPE
+from dbmemory.metrics import record_command
 from dbmemory.model import Caps, FileRecord, StoreRef
 from dbmemory.paths import ancestors
 from dbmemory.stores import _run_store, current_store_code, shared_store
@@ -216,16 +218,27 @@ class MemoryTool:
             error text starting with ``"Error: "``. On error no row changed.
         """
         command = None
+        started = time.perf_counter()
+        code: str | None = None
         try:
             command = parse_arguments(arguments)
             text = self._dispatch(command)
         except ToolInputError as exc:
+            code = "tool_input"
             text = error_text(exc.message)
         except DbMemoryError as exc:
+            code = exc.code
             text = error_text(self._message(command, exc))
         except Exception:  # the tool must never raise into the model loop
+            code = "internal"
             log.exception("memory tool failed unexpectedly")
             text = error_text(messages.internal_error())
+        try:
+            record_command(
+                getattr(command, "command", "invalid"), code, time.perf_counter() - started
+            )
+        except Exception:  # metrics never break the tool
+            log.debug("recording the command's metrics failed", exc_info=True)
         return _encodable(text)
 
     __call__ = execute
