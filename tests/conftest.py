@@ -491,7 +491,7 @@ def run(tool: Any) -> Callable[..., str]:
 # named when it is unset outside CI; in CI an unset variable or an unreachable server fails.
 #
 # * ``galera``: DBMEMORY_TEST_GALERA_URLS, three comma-separated node URLs
-#   (mysql+pymysql://root@127.0.0.1:3307/test,...:3308/test,...:3309/test). The ``engine``
+#   (mysql+pymysql://root@127.0.0.1:3311/test,...:3312/test,...:3313/test). The ``engine``
 #   backend ``galera`` is node 1; ``galera_engines`` gives one engine per node on the session
 #   database (created on node 1, replicated).
 # * ``pgbouncer``: DBMEMORY_TEST_PGBOUNCER_URL, PgBouncer in transaction pooling mode in front

@@ -334,3 +334,35 @@ def test_a_certification_failure_at_commit_of_dbmemorys_own_transaction_says_ret
         "Error: /memories/f.md was changed by another writer at the same time; nothing was "
         "written. View it again and retry the command."
     ), answer
+
+
+def test_expiry_on_a_galera_node_reads_causally_and_restores_the_session(
+    galera_engines: list[Engine],
+) -> None:
+    """Every expiry batch statement on a Galera node runs with wsrep_sync_wait bits 1 and 2
+    (it first applies every write committed anywhere before it, so a touch or edit committed on
+    another node just before is seen); the connection's own setting comes back afterwards."""
+    first = galera_engines[0]
+    _seed(first, "GAL", {"/memories/a.md": "a"})
+    seen: list[int] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "dbm_files" in statement and statement.lstrip().upper().startswith(("SELECT", "DELETE")):
+            raw = conn.connection.driver_connection.cursor()
+            try:
+                raw.execute("SELECT @@session.wsrep_sync_wait")
+                seen.append(int(raw.fetchone()[0]))
+            finally:
+                raw.close()
+
+    sa.event.listen(first, "after_cursor_execute", record)
+    try:
+        with first.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.exec_driver_sql("SET SESSION wsrep_sync_wait = 0")
+            from dbmemory.expiry import expire_files
+
+            assert expire_files(c, days=30) == 0
+            assert c.exec_driver_sql("SELECT @@session.wsrep_sync_wait").scalar() == 0
+    finally:
+        sa.event.remove(first, "after_cursor_execute", record)
+    assert seen and all(value & 3 == 3 for value in seen), seen

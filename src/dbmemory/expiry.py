@@ -296,7 +296,7 @@ def _run(
     total = 0
     seen: set[int] = set()
     while True:
-        with transaction() as conn:
+        with transaction() as conn, dialect.causal_reads(conn):  # Galera: see other nodes' commits
             candidates, deleted = _expire_batch(conn, cutoff, store_id, batch_size)
         total += deleted
         if on_batch is not None and deleted:
@@ -308,7 +308,7 @@ def _run(
         if len(candidates) < batch_size or not fresh:
             break
     while True:
-        with transaction() as conn:
+        with transaction() as conn, dialect.causal_reads(conn):
             purged = _purge_orphan_reads(conn, cutoff)
         if purged < ORPHAN_CHUNK:
             return total

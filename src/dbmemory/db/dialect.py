@@ -16,9 +16,10 @@ Facts behind each choice are in the project's DATABASES.md.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -737,6 +738,26 @@ def is_galera(bind: Connection) -> bool:
     known = row is not None and str(row[1]).upper() in ("ON", "1")
     dia._dbmemory_galera = known  # type: ignore[attr-defined]
     return known
+
+
+@contextlib.contextmanager
+def causal_reads(conn: Connection) -> Iterator[None]:
+    """Within the block, reads and deletes on a Galera node first wait until the node has
+    applied every write committed anywhere in the cluster before them (``wsrep_sync_wait`` bits
+    1 and 2, READ and UPDATE/DELETE), so an expiry batch sees a touch or write committed on
+    another node just before it; the session's own value is restored afterwards. Nothing on
+    other backends."""
+    if conn.dialect.name not in ("mysql", "mariadb") or not is_galera(conn):
+        yield
+        return
+    _driver_execute(conn, "SET @dbm_sync_wait = @@session.wsrep_sync_wait")
+    _driver_execute(conn, "SET SESSION wsrep_sync_wait = @@session.wsrep_sync_wait | 3")
+    try:
+        yield
+    finally:
+        if not conn.invalidated and not conn.closed:
+            with contextlib.suppress(sa.exc.DBAPIError):
+                _driver_execute(conn, "SET SESSION wsrep_sync_wait = @dbm_sync_wait")
 
 
 def serialization_failure(exc: BaseException) -> bool:
