@@ -520,6 +520,7 @@ DEPLOY_MODULES: dict[str, frozenset[str]] = {
             "test_stores.py",
             "test_expiry_and_touch.py",
             "test_deploy_doctor.py",
+            "test_deploy_pgbouncer.py",
         }
     ),
 }
