@@ -236,7 +236,7 @@ def _handle_one_line(exc: Exception) -> int:
         error_line("aborted")
         return EXIT_FAILURE
     if isinstance(exc, DbMemoryError):
-        error_line(exc.message)
+        error_line(exc.cli_message or exc.message)
         return exit_code_for(exc)
     if type(exc).__module__.startswith("sqlalchemy"):
         from dbmemory.db.dialect import translate_db_error

@@ -20,6 +20,7 @@ from dbmemory.cli._common import (
     print_json,
     transaction,
 )
+from dbmemory.cli.replay import ModelOption
 from dbmemory.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["profile_app", "register", "show", "edit", "delete", "import_", "export", "consolidate"]
@@ -316,10 +317,7 @@ def consolidate(
     assistant_text: Annotated[
         str, typer.Option("--assistant-text", help="The assistant's answer of the turn.", show_default=False)
     ],
-    model: Annotated[
-        str,
-        typer.Option("--model", envvar="DBMEMORY_MODEL", help="litellm model name, e.g. gpt-4o-mini.", metavar="M"),
-    ],
+    model: ModelOption = None,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", min=500, max=8000, help="Profile budget in tokens.")
     ] = 2000,
@@ -330,7 +328,8 @@ def consolidate(
 ) -> None:
     """Run one post-turn consolidation by hand (gate, rewrite, scrub, checks, fit, write).
 
-    Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY). Prints
+    Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY; it is
+    checked before any work) or, with --model scripted or no model, the scripted stand-in. Prints
     the outcome (updated, noop, unchanged, rejected, scrub_veto, conflict, disabled, error)
     and each model call; exits 1 on error or conflict, and when a model call failed (no key,
     no network, timeout): the old profile is kept then.
@@ -338,18 +337,25 @@ def consolidate(
     Example:
 
         dbmemory profile consolidate u-123 --user-text 'I moved to the BI team' --assistant-text 'Congrats!' --model gpt-4o-mini
+
+        dbmemory profile consolidate u-123 --user-text 'My name is Ann' --assistant-text 'Hi Ann' --model scripted
     """
     from dbmemory.profile.config import UserMemoryConfig
     from dbmemory.profile.consolidate import UserMemoryPostprocessor
     from dbmemory.profile.load import load_user_memory
 
+    from dbmemory.agent.setup import choose_model
+
+    choice = choose_model(model)  # a missing key or an unknown name fails here, at once
+    if choice.notice:
+        typer.echo(choice.notice, err=True)
     config = UserMemoryConfig(max_tokens=max_tokens, root_folder=root_folder, gate_enabled=gate)
     with engine_session(url, "consolidating a profile") as engine:
         with engine.begin() as conn:
-            state = load_user_memory(conn, user_id, config=config, model=model)
-        result = UserMemoryPostprocessor(engine, config, model, user_id, state, actor=ACTOR).run(
-            user_text, assistant_text
-        )
+            state = load_user_memory(conn, user_id, config=config, model=choice.model)
+        result = UserMemoryPostprocessor(
+            engine, config, choice.model, user_id, state, actor=ACTOR, complete=choice.complete
+        ).run(user_text, assistant_text)
     if as_json:
         print_json(
             {
