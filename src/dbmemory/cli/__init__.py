@@ -37,12 +37,12 @@ app = typer.Typer(
         "data directory).\n\n" + EXIT_CODES_HELP
     ),
     epilog=(
-        "Example: dbmemory db upgrade && dbmemory agent enable SUPPORT && "
+        "Example:\n\n    dbmemory db upgrade\n\n    dbmemory agent enable SUPPORT\n\n    "
         'dbmemory tool --agent SUPPORT \'{"command": "view", "path": "/memories"}\''
     ),
     no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode="markdown",
+    add_completion=True,
+    rich_markup_mode="rich",
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -17,6 +17,7 @@ from dbmemory.cli._common import (
     JsonOption,
     UrlOption,
     engine_session,
+    plural,
     print_json,
     transaction,
 )
@@ -34,7 +35,7 @@ profile_app = typer.Typer(
         "user, store reserved:profile:<root folder>:<id>, which no agent can reach). Each command runs in a transaction "
         "of its own and commits it. " + EXIT_CODES_HELP
     ),
-    epilog="Example: dbmemory profile show u-123 && dbmemory profile export ./profiles",
+    epilog="Example:\n\n    dbmemory profile show u-123\n\n    dbmemory profile export ./profiles",
     no_args_is_help=True,
 )
 
@@ -105,7 +106,7 @@ def show(
     from dbmemory.profile.store import profile_store_key, read_profile
     from dbmemory.profile.tokens import count_tokens
 
-    with transaction(url, "reading a profile") as conn:
+    with transaction(url, "reading a profile", read_only=True) as conn:
         record = read_profile(conn, user_id, root_folder=root_folder)
     if record is None:
         raise NotFoundError(f"user {user_id!r} has no profile yet: it is created by the first update")
@@ -296,7 +297,7 @@ def export(
     """
     from dbmemory.profile.transfer import export_profiles
 
-    with transaction(url, "exporting profiles") as conn:
+    with transaction(url, "exporting profiles", read_only=True) as conn:
         report = export_profiles(conn, directory, root_folder=root_folder, user_ids=user or None)
     _report(report, "Exported", as_json)
 
@@ -305,7 +306,7 @@ def _report(report: Any, verb: str, as_json: bool) -> None:
     if as_json:
         print_json({"done": report.done, "skipped": [{"item": i, "reason": r} for i, r in report.skipped]})
         return
-    typer.echo(f"{verb} {len(report.done)} profile(s)")
+    typer.echo(f"{verb} {plural(len(report.done), 'profile')}")
     for item, reason in report.skipped:
         typer.echo(f"skipped {item}: {reason}")
 
