@@ -1,7 +1,7 @@
 """``dbmemory profile``: show, edit, delete, import, export and consolidate user profiles.
 
 A profile is the file ``/memories/memory.md`` in the store
-``reserved:profile:<root folder>:<id>`` (issue 3), in the reserved namespace no agent can name. Each command runs in a transaction of its own and commits it; writes are audited with
+``reserved:profile:<root folder>:<id>``, in the reserved namespace no agent can name. Each command runs in a transaction of its own and commits it; writes are audited with
 the actor ``cli``. Only ``consolidate`` calls a model (through litellm, imported when it runs).
 """
 

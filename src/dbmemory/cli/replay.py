@@ -123,7 +123,10 @@ def replay(
 
         dbmemory replay
 
-        dbmemory replay ../shared/data/locomo/locomo10.json --sample conv-26 --sessions 3
+        dbmemory replay locomo10.json --sample conv-26 --sessions 3
+
+    locomo10.json is LoCoMo, the public data set of Snap Research
+    (https://github.com/snap-research/locomo, file data/locomo10.json).
 
         dbmemory replay chat.jsonl --model gpt-4o-mini --user u-42
     """
