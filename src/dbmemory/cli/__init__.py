@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from dbmemory.cli import _help  # noqa: F401 - flags show no <bool> in help
 from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
 
 __all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
