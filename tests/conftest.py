@@ -652,3 +652,46 @@ def _deploy_empty_engine(name: str) -> Iterator[Engine]:
         yield eng
     finally:
         eng.dispose()
+
+
+# -- the skip summary: one line naming the backends skipped and how to turn each on ----------
+
+SKIP_SWITCHES: dict[str, tuple[str, str, str]] = {
+    **{name: (s.display, s.env_var, f"set {s.env_var}") for name, s in SERVERS.items()},
+    **{
+        name: (s.display, s.env_var, f"set {s.env_var}; .ci/{name} starts it")
+        for name, s in DEPLOY_SERVERS.items()
+    },
+    "llm": ("a real model", "DBMEMORY_TEST_MODEL", "set DBMEMORY_TEST_MODEL and the provider's key"),
+}
+"""Marker name -> (what the tests need, the variable, how to turn them on), for
+:func:`pytest_terminal_summary`."""
+
+
+def skipped_backends_line(reports: list[Any]) -> str:
+    """``skipped backends: Oracle, 95 tests (set DBMEMORY_TEST_ORACLE_URL); ...`` or ``none``.
+
+    A skipped test counts for the first marker of :data:`SKIP_SWITCHES` it carries (the
+    ``postgres``/``mysql``/``oracle`` marks of the backend parameters, ``llm``) whose variable
+    is unset (a test skipped for another reason on a configured backend is not listed).
+    """
+    counts: dict[str, int] = {}
+    for report in reports:
+        keywords = getattr(report, "keywords", {}) or {}
+        for marker, (_what, env_var, _switch) in SKIP_SWITCHES.items():
+            if marker in keywords and not os.environ.get(env_var):
+                counts[marker] = counts.get(marker, 0) + 1
+                break
+    if not counts:
+        return "skipped backends: none"
+    parts = []
+    for marker, count in counts.items():
+        what, _env_var, switch = SKIP_SWITCHES[marker]
+        parts.append(f"{what}, {count} test{'' if count == 1 else 's'} ({switch})")
+    return "skipped backends: " + "; ".join(parts)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """End the report with one line: the backends whose tests were skipped, and the variable
+    that turns each on."""
+    terminalreporter.write_line(skipped_backends_line(terminalreporter.stats.get("skipped", [])))

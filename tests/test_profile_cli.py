@@ -159,7 +159,7 @@ def test_import_and_export_say_why_a_file_or_a_user_was_refused(url: str, tmp_pa
         path.parent.mkdir(parents=True)
         path.write_text(text, encoding="utf-8")
     shown = ok(run(url, "profile", "import", str(tree))).stdout
-    assert "Imported 0 profile(s)" in shown
+    assert "Imported 0 profiles" in shown
     assert "none of the profile sections" in shown and "never taken from the folder name" in shown
     assert ok(run(url, "profile", "show", "u-1")).stdout == before
     assert run(url, "profile", "show", "victim").exit_code == 1

@@ -20,6 +20,7 @@ __all__ = [
     "AlreadyExistsError",
     "MissingDependencyError",
     "StorageError",
+    "ModelError",
 ]
 
 
@@ -33,10 +34,16 @@ class DbMemoryError(Exception):
 
     code = "dbmemory_error"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    cli_message: str | None = None
+    """The same error worded for the command line (remedies name CLI options such as
+    ``--model scripted`` instead of Python arguments), or None when :attr:`message` fits both."""
+
+    def __init__(self, message: str, *, code: str | None = None, cli_message: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
+        if cli_message is not None:
+            self.cli_message = cli_message
 
     @property
     def message(self) -> str:
@@ -114,3 +121,29 @@ class StorageError(DbMemoryError):
     contains SQL, a DSN or a driver code; the driver exception is chained as ``__cause__``."""
 
     code = "storage_error"
+
+
+class ModelError(DbMemoryError):
+    """A language model cannot be used, found before the first call (preflight) or mapped from
+    the provider's error; the message is one line with the remedy (code ``model_error`` or a
+    more precise one).
+
+    Codes: ``model_missing_key`` (the provider's key is not set), ``model_unknown`` (litellm
+    cannot tell the provider, or the provider does not know the model), ``model_unreachable``
+    (the server refused or timed out the connection; a local server is named with its URL),
+    ``model_auth`` (the key was refused), ``model_rate_limit``, ``model_timeout``,
+    ``model_context_window`` (the prompt is too long), ``model_refused`` (the provider refused
+    the request), ``model_unavailable`` (the provider's server failed), ``model_error``.
+
+    Attributes:
+        model: the litellm model name.
+        cli_message: the same text with the command-line remedy (``--model scripted``).
+    """
+
+    code = "model_error"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, cli_message: str | None = None, model: str = ""
+    ) -> None:
+        super().__init__(message, code=code, cli_message=cli_message)
+        self.model = model

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbmemory.errors import MissingDependencyError
+from dbmemory.errors import MissingDependencyError, ModelError
 
 __all__ = [
     "Usage",
@@ -35,6 +35,11 @@ __all__ = [
     "acomplete",
     "normalize_response",
     "LLM_EXTRA_HINT",
+    "check_model",
+    "preflight",
+    "model_error",
+    "PYTHON_STAND_IN",
+    "CLI_STAND_IN",
 ]
 
 LLM_EXTRA_HINT = "pip install 'dbmemory[llm]'"
@@ -219,11 +224,19 @@ def complete(
 
     Raises:
         MissingDependencyError: litellm is not installed (``pip install 'dbmemory[llm]'``).
-        Exception: whatever litellm raises for the provider (authentication, rate limit,
-            timeout, connection errors); callers that must not fail catch it.
+        ModelError: litellm's provider errors (authentication, unknown model, rate limit,
+            timeout, connection refused...) mapped by :func:`model_error` to one line with a
+            remedy (the litellm exception is chained as ``__cause__``).
+        Exception: anything litellm raises that is not one of its provider errors.
     """
     litellm = _import_litellm()
-    response = litellm.completion(**_call_kwargs(model, messages, tools, timeout, kwargs))
+    try:
+        response = litellm.completion(**_call_kwargs(model, messages, tools, timeout, kwargs))
+    except Exception as exc:
+        mapped = model_error(exc, model, api_base=kwargs.get("api_base"))
+        if mapped is None:
+            raise
+        raise mapped from exc
     return normalize_response(response)
 
 
@@ -237,5 +250,244 @@ async def acomplete(
 ) -> Completion:
     """Async twin of :func:`complete` (``litellm.acompletion``); same arguments, result and errors."""
     litellm = _import_litellm()
-    response = await litellm.acompletion(**_call_kwargs(model, messages, tools, timeout, kwargs))
+    try:
+        response = await litellm.acompletion(**_call_kwargs(model, messages, tools, timeout, kwargs))
+    except Exception as exc:
+        mapped = model_error(exc, model, api_base=kwargs.get("api_base"))
+        if mapped is None:
+            raise
+        raise mapped from exc
     return normalize_response(response)
+
+
+# -- preflight and error mapping ----------------------------------------------------------------
+
+PYTHON_STAND_IN = "or pass complete=ScriptedModel() (from dbmemory.agent) to run without a model"
+"""The remedy's tail in Python exceptions."""
+
+CLI_STAND_IN = "or pass --model scripted"
+"""The remedy's tail in command-line messages."""
+
+LOCAL_BASE_ENV = {
+    "ollama": "OLLAMA_API_BASE",
+    "ollama_chat": "OLLAMA_API_BASE",
+    "lm_studio": "LM_STUDIO_API_BASE",
+    "hosted_vllm": "HOSTED_VLLM_API_BASE",
+    "llamafile": "LLAMAFILE_API_BASE",
+}
+"""Providers served from a local server, and the variable naming its URL."""
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def _error(
+    code: str, model: str, diagnosis: str, remedy: str, *, stand_in: bool = True
+) -> ModelError:
+    """A :class:`ModelError` with the Python and the command-line remedy."""
+    py = f"{diagnosis}: {remedy}" + (f", {PYTHON_STAND_IN}" if stand_in else "")
+    cli = f"{diagnosis}: {remedy}" + (f", {CLI_STAND_IN}" if stand_in else "")
+    return ModelError(py, code=code, cli_message=cli, model=model)
+
+
+def _base_hint(provider: str | None, api_base: str | None) -> str:
+    env = LOCAL_BASE_ENV.get(provider or "")
+    if env is None:
+        return f"the server at {api_base}" if api_base else "the provider's server"
+    source = f"{env}={os.environ[env]}" if os.environ.get(env) else f"{env} unset, litellm's default"
+    return f"the local model server at {api_base} ({source})"
+
+
+def _refused(host: str, port: int, seconds: float) -> str | None:
+    """Why a TCP connection to ``host:port`` fails within ``seconds``, or None when it opens."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            return None
+    except OSError as exc:
+        return "connection refused" if isinstance(exc, ConnectionRefusedError) else (
+            "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
+        )
+
+
+def check_model(
+    model: str,
+    *,
+    api_key: str | None = None,
+    api_base: str | None = None,
+    connect_timeout: float = 1.0,
+) -> None:
+    """Check that ``model`` can be called, before any long work (no model call is made).
+
+    Three checks, all local except a TCP connect to a loopback server:
+
+    1. litellm knows the provider of the name (``litellm.get_llm_provider``); a name it does not
+       know is refused, with the closest known name when there is one;
+    2. a model served from a local server (Ollama, LM Studio, vLLM, llamafile) or any loopback
+       ``api_base``: the server accepts a TCP connection within ``connect_timeout`` seconds; a
+       refusal names the URL tried and the variable that sets it (``OLLAMA_API_BASE``);
+    3. otherwise the provider's key is in the environment (``litellm.validate_environment``),
+       unless ``api_key`` is given. Providers whose credentials may come from elsewhere (AWS,
+       Google application credentials) are not refused here: only missing ``*_API_KEY``
+       variables are.
+
+    Args:
+        model: a litellm model name, e.g. ``"gpt-4o-mini"`` or ``"ollama/llama3.1"``.
+        api_key: the key the caller passes to litellm, if any.
+        api_base: the server URL the caller passes to litellm, if any.
+        connect_timeout: seconds to wait for a local server's TCP connection.
+
+    Raises:
+        ModelError: ``model_unknown``, ``model_unreachable`` or ``model_missing_key``; the
+            message names the remedy for Python callers, :attr:`ModelError.cli_message` the one
+            for the command line.
+        MissingDependencyError: litellm is not installed.
+    """
+    litellm = _import_litellm()
+    try:
+        _name, provider, _key, base = litellm.get_llm_provider(model, api_base=api_base, api_key=api_key)
+    except Exception:
+        import difflib
+
+        close = difflib.get_close_matches(model, list(getattr(litellm, "model_cost", {}) or {}), n=1, cutoff=0.8)
+        hint = f"did you mean {close[0]!r}? Else use" if close else "use"
+        raise _error(
+            "model_unknown",
+            model,
+            f"unknown model {model!r}: litellm cannot tell its provider",
+            f"{hint} a litellm model name such as gpt-4o-mini, anthropic/claude-3-5-haiku-latest "
+            "or ollama/llama3.1",
+        ) from None
+    base = api_base or base
+    if base or provider in LOCAL_BASE_ENV:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(base or "")
+        host = parts.hostname or ""
+        if provider in LOCAL_BASE_ENV or host in _LOOPBACK or host.startswith("127."):
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            why = _refused(host or "localhost", port, connect_timeout) if host else "no URL"
+            if why is not None:
+                env = LOCAL_BASE_ENV.get(provider, "api_base")
+                raise _error(
+                    "model_unreachable",
+                    model,
+                    f"cannot reach {_base_hint(provider, base)} for model {model!r}: {why}",
+                    f"start the server, or set {env} to its URL",
+                )
+            return
+    if api_key:
+        return
+    try:
+        env = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # pragma: no cover - litellm's helper failing is not the user's problem
+        return
+    missing = [k for k in env.get("missing_keys") or [] if str(k).endswith("_API_KEY")]
+    if missing and not env.get("keys_in_environment"):
+        keys = " and ".join(missing)
+        raise _error("model_missing_key", model, f"model {model!r} needs {keys}, which is not set", f"set {keys}")
+
+
+def model_error(exc: BaseException, model: str, *, api_base: str | None = None) -> ModelError | None:
+    """Map a litellm exception to a one-line :class:`ModelError` with a remedy.
+
+    Args:
+        exc: what ``litellm.completion`` raised.
+        model: the model name of the call.
+        api_base: the server URL the call used, if the caller set one.
+
+    Returns:
+        The :class:`ModelError` to raise (``from exc``), or None when ``exc`` is not one of
+        litellm's provider errors (or litellm is not loaded).
+    """
+    import sys
+
+    if isinstance(exc, ModelError):
+        return exc
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return None
+    ex = getattr(litellm, "exceptions", None)
+    if ex is None:
+        return None
+    provider = getattr(exc, "llm_provider", None) or None
+    text = " ".join(str(getattr(exc, "message", "") or exc).split())
+    short = text[:160] + ("..." if len(text) > 160 else "")
+
+    def is_(name: str) -> bool:
+        cls = getattr(ex, name, None)
+        return isinstance(cls, type) and isinstance(exc, cls)
+
+    if is_("ContextWindowExceededError"):
+        return _error("model_context_window", model, f"the prompt is too long for model {model!r}",
+                      "lower the profile budget (max_tokens) or shorten the conversation", stand_in=False)
+    if is_("AuthenticationError") or (is_("InternalServerError") and "credential" in text.lower()) or (
+        is_("APIError") and "api_key" in text.lower() and "must be set" in text.lower()
+    ):
+        try:
+            check_model(model, api_base=api_base)
+        except ModelError as missing:
+            if missing.code == "model_missing_key":
+                return missing
+        return _error("model_auth", model, f"the provider refused the key for model {model!r}",
+                      "check the key (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY)")
+    if is_("PermissionDeniedError"):
+        return _error("model_auth", model, f"the key may not use model {model!r}",
+                      "use a model the account may use, or another key")
+    if is_("NotFoundError"):
+        return _error("model_unknown", model, f"the provider does not know model {model!r} ({short})",
+                      "check the model name (litellm names, e.g. gpt-4o-mini, ollama/llama3.1)")
+    if is_("RateLimitError"):
+        return _error("model_rate_limit", model, f"the provider rate-limited model {model!r}",
+                      "wait and try again, or raise the account's limits", stand_in=False)
+    if is_("Timeout"):
+        return _error("model_timeout", model, f"model {model!r} did not answer in time",
+                      "try again, or raise the timeout", stand_in=False)
+    if is_("APIConnectionError"):
+        return _error("model_unreachable", model,
+                      f"cannot reach {_base_hint(provider, api_base or getattr(exc, 'api_base', None))} "
+                      f"for model {model!r} ({short})",
+                      "check the network or start the server", stand_in=True)
+    if is_("BadRequestError") or is_("UnprocessableEntityError"):
+        return _error("model_refused", model, f"model {model!r} refused the request ({short})",
+                      "check the model name and its parameters", stand_in=False)
+    if is_("InternalServerError") and "connection error" in text.lower():
+        return _error("model_unreachable", model,
+                      f"cannot reach {_base_hint(provider, api_base)} for model {model!r}",
+                      "check the network, the proxy settings or api_base", stand_in=True)
+    if is_("ServiceUnavailableError") or is_("InternalServerError") or is_("BadGatewayError"):
+        return _error("model_unavailable", model, f"the provider's server failed for model {model!r} ({short})",
+                      "try again later", stand_in=True)
+    if is_("APIError") or is_("OpenAIError"):
+        return _error("model_error", model, f"model {model!r} failed ({short})", "try again", stand_in=True)
+    return None
+
+
+def preflight(
+    model: str,
+    complete_fn: Callable[..., Any] | None,
+    *,
+    model_kwargs: Mapping[str, Any] | None = None,
+) -> None:
+    """:func:`check_model` when ``complete_fn`` is this module's litellm call; else nothing.
+
+    A caller's own model call (a test fake, the scripted stand-in, a host's wrapper) is not
+    checked: dbmemory cannot know what it needs.
+
+    Args:
+        model: the litellm model name.
+        complete_fn: the model call the work will use (None: :func:`complete`).
+        model_kwargs: the keyword arguments passed to litellm (``api_key``, ``api_base`` are read).
+
+    Raises:
+        ModelError: as :func:`check_model`.
+    """
+    if complete_fn is not None and not any(complete_fn is call for call in _LITELLM_CALLS):
+        return
+    kw = model_kwargs or {}
+    if "mock_response" in kw:  # litellm's offline mock calls no provider
+        return
+    check_model(model, api_key=kw.get("api_key"), api_base=kw.get("api_base"))
+
+
+_LITELLM_CALLS = (complete, acomplete)

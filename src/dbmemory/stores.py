@@ -242,6 +242,10 @@ def _agent_config(conn: Connection, agent_code: str) -> AgentConfig:
         raise NotFoundError(
             f"agent {agent_code!r} has no memory configuration: call enable_for_agent first",
             code="agent_not_found",
+            cli_message=(
+                f"agent {agent_code!r} has no memory configuration: enable it with "
+                f"'dbmemory agent enable {agent_code}'"
+            ),
         )
     return _config(row)
 
@@ -403,6 +407,10 @@ def _store_ref(
                 f"agent {agent!r} keeps memory per {key!r}, but the run context has no {key!r}: "
                 f"pass run_context={{{key!r}: ...}} (refused before the run starts)",
                 code="missing_context_key",
+                cli_message=(
+                    f"agent {agent!r} keeps memory per {key!r}, but the run context has no {key!r}: "
+                    f"pass --context {key}=VALUE"
+                ),
             )
         value = run_context[key]
         store_key = build_store_key(
@@ -417,11 +425,13 @@ def _store_ref(
             raise InvalidScopeError(
                 f"agent {agent!r} keeps memory per user: pass user_id (refused before the run)",
                 code="missing_user_id",
+                cli_message=f"agent {agent!r} keeps memory per user: pass --user USER",
             )
         if scope == "session" and session_id is None:
             raise InvalidScopeError(
                 f"agent {agent!r} keeps memory per session: pass session_id",
                 code="missing_session_id",
+                cli_message=f"agent {agent!r} keeps memory per session: pass --session SESSION",
             )
         store_key = build_store_key(
             scope,
@@ -484,6 +494,10 @@ def _run_store(
         raise InvalidScopeError(
             f"memory is disabled for agent {agent_code!r}: call enable_for_agent to turn it on",
             code="memory_disabled",
+            cli_message=(
+                f"memory is disabled for agent {agent_code!r}: enable it again with "
+                f"'dbmemory agent enable {agent_code}'"
+            ),
         )
     return _store_ref(config, user_id=user_id, session_id=session_id, run_context=run_context)
 

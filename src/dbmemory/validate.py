@@ -1,4 +1,4 @@
-"""Argument checks for the public Python API, run before any SQL (issue 8 section 6).
+"""Argument checks for the public Python API, run before any SQL.
 
 Every public function calls these on its first lines, so a caller's mistake (a wrong type,
 ``None``, a ``bool`` where an int is due, an int beyond its column's range, a ``run_context``

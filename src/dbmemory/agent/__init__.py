@@ -1,4 +1,4 @@
-"""Agent turns with database memory (issue 4): the turn runner, litellm tool helpers, the scripted
+"""Agent turns with database memory: the turn runner, litellm tool helpers, the scripted
 stand-in model, and conversation replay.
 
 Example (a turn with the MEMORY tool and the user's profile; the Engine form commits the turn)::

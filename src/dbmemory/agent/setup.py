@@ -41,19 +41,28 @@ class ModelChoice:
     notice: str | None
 
 
-def choose_model(model: str | None) -> ModelChoice:
-    """The model for a command.
+def choose_model(model: str | None, *, check: bool = True) -> ModelChoice:
+    """The model for a command, checked before any work starts.
 
     Args:
         model: ``--model`` (typer reads ``DBMEMORY_MODEL`` into it); None, ``""`` or
             ``"scripted"`` selects the scripted stand-in.
+        check: run :func:`dbmemory.llm.preflight` on a litellm model (missing provider key,
+            unknown name, refused local server), within about a second.
 
     Returns:
         A :class:`ModelChoice`.
+
+    Raises:
+        ModelError: the model cannot be used; its ``cli_message`` names ``--model scripted``.
     """
     name = (model or "").strip()
     if not name or name == SCRIPTED_MODEL_NAME:
         return ModelChoice(SCRIPTED_MODEL_NAME, ScriptedModel(), True, SCRIPTED_NOTICE)
+    if check:
+        from dbmemory import llm
+
+        llm.preflight(name, llm.complete)  # a test's fake model call is not checked
     return ModelChoice(name, None, False, None)
 
 

@@ -2,7 +2,8 @@
 
 Two inputs are read into one shape, :class:`Conversation` (sessions of :class:`Utterance`):
 
-- **LoCoMo** (Maharana et al., ACL 2024; see ``../shared/data/locomo/README.md``): a JSON list of
+- **LoCoMo** (Maharana et al., ACL 2024; the public data set of Snap Research,
+  https://github.com/snap-research/locomo, file ``data/locomo10.json``): a JSON list of
   samples (or one sample object), each with ``sample_id`` and ``conversation`` holding
   ``speaker_a``, ``speaker_b``, ``session_N_date_time`` (``"1:56 pm on 8 May, 2023"``) and
   ``session_N`` (turns ``{"speaker", "dia_id", "text"}``, some with ``blip_caption``). One speaker

@@ -640,8 +640,12 @@ def run_turn(
         NotFoundError, InvalidScopeError: from :func:`~dbmemory.stores.check_run_ready` (e.g. a
             context-scoped agent without its key), before any model call.
         InvalidArgumentError: no user message, no model, or a caller tool named ``memory``.
-        Exception: what the model call raises (memory writes already committed by the turn's
-            earlier tool calls stay; with a Connection the caller decides).
+        ModelError: the model cannot be used: checked before the turn starts when the default
+            model call is used (a missing provider key such as OPENAI_API_KEY, a model name
+            litellm does not know, a local server that refuses connections), or the provider's
+            error during the turn, as one line with the remedy (litellm's exception chained).
+        Exception: what a caller's ``complete`` raises (memory writes already committed by the
+            turn's earlier tool calls stay; with a Connection the caller decides).
     """
     _check_turn_arguments(**locals())
     ctx = _prepare(
@@ -661,6 +665,9 @@ def run_turn(
         from dbmemory.llm import complete as default_complete
 
         complete = default_complete
+    from dbmemory.llm import preflight
+
+    preflight(ctx.model, complete, model_kwargs=ctx.config.model_kwargs)  # a missing key fails here, at once
     given_engine = isinstance(engine_or_conn, Engine)
     if given_engine:
         engine = engine_or_conn
@@ -722,6 +729,9 @@ async def arun_turn(
         from dbmemory.llm import acomplete
 
         complete = acomplete
+    from dbmemory.llm import preflight
+
+    preflight(ctx.model, complete, model_kwargs=ctx.config.model_kwargs)
     given_engine = isinstance(engine_or_conn, Engine)
     if given_engine:
         engine = engine_or_conn

@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from dbmemory.cli import _help  # noqa: F401 - flags show no <bool> in help
 from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
 
 __all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
@@ -37,12 +38,12 @@ app = typer.Typer(
         "data directory).\n\n" + EXIT_CODES_HELP
     ),
     epilog=(
-        "Example: dbmemory db upgrade && dbmemory agent enable SUPPORT && "
+        "Example:\n\n    dbmemory db upgrade\n\n    dbmemory agent enable SUPPORT\n\n    "
         'dbmemory tool --agent SUPPORT \'{"command": "view", "path": "/memories"}\''
     ),
     no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode="markdown",
+    add_completion=True,
+    rich_markup_mode="rich",
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},

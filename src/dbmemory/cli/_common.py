@@ -12,7 +12,9 @@ Exit codes (also in ``dbmemory --help``):
 * ``2``: invalid arguments (usage errors, invalid paths, scopes, store keys or URLs).
 
 Errors print exactly one line on stderr, ``Error: <message>``: never a stack trace, never the
-password of a database URL. The global ``--debug`` option (``dbmemory --debug <command>``) adds
+password of a database URL. With ``--json``, the error is also printed on stdout as
+``{"error": {"code": "<stable code>", "message": "...", "exit_code": N}}`` (see
+:func:`describe_error` for the codes). The global ``--debug`` option (``dbmemory --debug <command>``) adds
 the full traceback with the driver's own error after that line, for operators.
 """
 
@@ -50,8 +52,11 @@ __all__ = [
     "StoreIdOption",
     "DbMemoryGroup",
     "exit_code_for",
+    "describe_error",
+    "plural",
     "error_line",
     "open_engine",
+    "missing_sqlite_file",
     "engine_session",
     "transaction",
     "print_json",
@@ -212,40 +217,55 @@ def _print_debug(exc: BaseException) -> None:
     typer.echo(_scrub_lines(text), err=True)
 
 
-def _handle(exc: Exception) -> int:
-    """Print one line for ``exc`` (and its traceback with ``--debug``); return the exit code."""
-    code = _handle_one_line(exc)
+def _handle(exc: Exception, *, as_json: bool = False) -> int:
+    """Report ``exc`` (one line on stderr; with ``--json`` also a JSON object on stdout, and
+    the traceback with ``--debug``); return the exit code."""
+    code, error_code, message = describe_error(exc)
+    if message is not None:
+        error_line(message)
+        if as_json:
+            print_json({"error": {"code": error_code, "message": _scrub(message), "exit_code": code}})
     if not isinstance(exc, (typer.TyperException, typer.Abort)):
         _print_debug(exc)
     return code
 
 
-def _handle_one_line(exc: Exception) -> int:
-    """Print one line for ``exc`` and return the exit code."""
+def describe_error(exc: Exception) -> tuple[int, str, str | None]:
+    """The exit code, the stable error code and the one-line message for ``exc``.
+
+    The stable codes are :attr:`dbmemory.errors.DbMemoryError.code` (``not_found``,
+    ``invalid_argument``, ``cap_exceeded``, ``model_missing_key``, ...), ``usage_error`` for
+    invalid options and arguments, ``aborted``, and ``unexpected_error``. The message is None
+    when nothing is to be printed (help already shown). Command-line wording
+    (:attr:`~dbmemory.errors.DbMemoryError.cli_message`) is preferred.
+    """
     if isinstance(exc, typer.TyperException):  # click's exceptions in typer's vendored click
         if type(exc).__name__ == "NoArgsIsHelpError":  # help was already printed
             text = exc.format_message()
             if text.strip():
                 typer.echo(text, err=True)
-            return int(getattr(exc, "exit_code", EXIT_USAGE))
+            return int(getattr(exc, "exit_code", EXIT_USAGE)), "usage_error", None
         ctx = getattr(exc, "ctx", None)
         hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
-        error_line(f"{exc.format_message().rstrip('.')}{hint}")
-        return int(getattr(exc, "exit_code", EXIT_FAILURE))
+        return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{exc.format_message().rstrip('.')}{hint}"
     if isinstance(exc, typer.Abort):
-        error_line("aborted")
-        return EXIT_FAILURE
+        return EXIT_FAILURE, "aborted", "aborted"
     if isinstance(exc, DbMemoryError):
-        error_line(exc.message)
-        return exit_code_for(exc)
+        return exit_code_for(exc), exc.code, exc.cli_message or exc.message
     if type(exc).__module__.startswith("sqlalchemy"):
         from dbmemory.db.dialect import translate_db_error
 
         translated = translate_db_error(exc, "running the command")
-        error_line(translated.message)
-        return exit_code_for(translated)
-    error_line(f"unexpected {type(exc).__name__}: {exc}")
-    return EXIT_FAILURE
+        return exit_code_for(translated), translated.code, translated.message
+    return EXIT_FAILURE, "unexpected_error", f"unexpected {type(exc).__name__}: {exc}"
+
+
+def _wants_json(args: Sequence[str] | None) -> bool:
+    """Whether the command line asks for ``--json`` (before a ``--`` that ends the options)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    if "--" in argv:
+        argv = argv[: argv.index("--")]
+    return "--json" in argv
 
 
 class _OneLineLogHandler(logging.Handler):
@@ -310,7 +330,7 @@ class DbMemoryGroup(TyperGroup):
                 args, prog_name, complete_var, False, windows_expand_args, **extra
             )
         except Exception as exc:  # the one place that turns errors into exit codes
-            code = _handle(exc)
+            code = _handle(exc, as_json=_wants_json(args))
         else:
             code = result if isinstance(result, int) else EXIT_OK
         sys.exit(code)
@@ -375,8 +395,43 @@ def _schema_missing(engine: Engine) -> bool:
         return False
 
 
+def missing_sqlite_file(engine: Engine) -> str | None:
+    """The path of ``engine``'s SQLite database file when that file does not exist, else None
+    (also None for other databases and in-memory SQLite)."""
+    import os
+
+    url = engine.url
+    if engine.dialect.name != "sqlite":
+        return None
+    database = url.database or ""
+    if database in ("", ":memory:") or url.query.get("mode") == "memory" or database.startswith("file:"):
+        return None
+    return None if os.path.exists(database) else database
+
+
+def _refuse_missing_sqlite_file(engine: Engine) -> None:
+    """Raise when ``engine`` is a SQLite file database whose file does not exist.
+
+    A read-only command must not create an empty database file (SQLite creates one on the
+    first connection) and then report "no tables": it says the file is missing.
+
+    Raises:
+        NotFoundError: the file does not exist (code ``not_found``).
+    """
+    from dbmemory.errors import NotFoundError
+
+    database = missing_sqlite_file(engine)
+    if database is not None:
+        raise NotFoundError(
+            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL); "
+            "'dbmemory db upgrade' creates one (this command only reads, so it created nothing)"
+        )
+
+
 @contextmanager
-def engine_session(url: str | None, action: str, *, schema_hint: bool = True) -> Iterator[Engine]:
+def engine_session(
+    url: str | None, action: str, *, schema_hint: bool = True, read_only: bool = False
+) -> Iterator[Engine]:
     """Open the engine for ``url``, translate database errors, and dispose of it at the end.
 
     Args:
@@ -384,6 +439,8 @@ def engine_session(url: str | None, action: str, *, schema_hint: bool = True) ->
         action: what the command does, for error messages, e.g. ``"listing files"``.
         schema_hint: when a database error happens on a database without dbmemory's tables,
             say to run ``dbmemory db upgrade`` (off for the ``db`` commands themselves).
+        read_only: the command only reads: a SQLite file that does not exist is refused
+            (:class:`~dbmemory.errors.NotFoundError`) instead of being created empty.
 
     Yields:
         A configured :class:`~sqlalchemy.engine.Engine`.
@@ -398,6 +455,12 @@ def engine_session(url: str | None, action: str, *, schema_hint: bool = True) ->
     from dbmemory.errors import StorageError
 
     engine = open_engine(url)
+    if read_only:
+        try:
+            _refuse_missing_sqlite_file(engine)
+        except DbMemoryError:
+            engine.dispose()
+            raise
     try:
         yield engine
     except SQLAlchemyError as exc:
@@ -420,7 +483,7 @@ def engine_session(url: str | None, action: str, *, schema_hint: bool = True) ->
 
 
 @contextmanager
-def transaction(url: str | None, action: str) -> Iterator[Connection]:
+def transaction(url: str | None, action: str, *, read_only: bool = False) -> Iterator[Connection]:
     """Yield a connection inside a transaction of its own, committed when the block succeeds.
 
     The CLI is a convenience that commits, unlike the Python API, which joins the caller's
@@ -429,6 +492,7 @@ def transaction(url: str | None, action: str) -> Iterator[Connection]:
     Args:
         url: the ``--url`` value (None: ``DBMEMORY_URL`` or the embedded SQLite default).
         action: what the command does, for error messages, e.g. ``"listing files"``.
+        read_only: as :func:`engine_session` (a missing SQLite file is refused, not created).
 
     Yields:
         A :class:`~sqlalchemy.engine.Connection` inside ``engine.begin()``.
@@ -436,7 +500,7 @@ def transaction(url: str | None, action: str) -> Iterator[Connection]:
     Raises:
         DbMemoryError: as :func:`engine_session`.
     """
-    with engine_session(url, action) as engine, engine.begin() as conn:
+    with engine_session(url, action, read_only=read_only) as engine, engine.begin() as conn:
         yield conn
 
 
@@ -509,3 +573,14 @@ def _cell(value: Any) -> str:
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return str(value)
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``"1 session"``, ``"2 sessions"``, ``"0 files"``: a count with its noun agreeing.
+
+    Args:
+        count: the number.
+        singular: the noun for one, e.g. ``"file"``.
+        plural_form: the noun for other counts; default ``singular + "s"``.
+    """
+    return f"{count} {singular if count == 1 else (plural_form or singular + 's')}"

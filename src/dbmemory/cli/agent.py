@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dbmemory.cli._common import (
+    plural,
     EXIT_CODES_HELP,
     JsonOption,
     UrlOption,
@@ -32,7 +33,7 @@ agent_app = typer.Typer(
         "Turn memory on or off for an agent and set its scope and caps. Each command runs "
         "in a transaction of its own and commits it. " + EXIT_CODES_HELP
     ),
-    epilog="Example: dbmemory agent enable SUPPORT --scope user --max-files 200",
+    epilog="Example:\n\n    dbmemory agent enable SUPPORT --scope user --max-files 200",
     no_args_is_help=True,
 )
 
@@ -202,8 +203,7 @@ def disable(
     if as_json:
         print_json({"agent_code": agent, "memory_enabled": False, "stores_dropped": dropped})
     elif drop_store:
-        noun = "store" if dropped == 1 else "stores"
-        typer.echo(f"Memory disabled for agent {agent}; {dropped} {noun} dropped")
+        typer.echo(f"Memory disabled for agent {agent}; {plural(dropped, 'store')} dropped")
     else:
         typer.echo(f"Memory disabled for agent {agent}; its stores are kept")
 
@@ -224,7 +224,7 @@ def list_(
     """
     from dbmemory import stores
 
-    with transaction(url, "listing agents") as conn:
+    with transaction(url, "listing agents", read_only=True) as conn:
         configs = stores.list_agents(conn)
     if as_json:
         print_json([_as_dict(c) for c in configs])

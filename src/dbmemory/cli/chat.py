@@ -1,7 +1,7 @@
 """``dbmemory chat``: an interactive terminal chat with database memory (rich).
 
 Shows, as they happen, "Loading context memory", each MEMORY tool call with its result, the
-answer, then "Updating your memory". ``/memory`` prints the user's profile, ``/files`` the
+answer, then "Updating your memory" (each step once, when it ends, with its outcome). ``/memory`` prints the user's profile, ``/files`` the
 agent's memory files (``/files PATH`` one file), ``/help`` the commands, ``/quit`` ends.
 """
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["register", "chat", "RichChatDisplay"]
 
 _RESULT_LINES = 8
-_REVIEW = "Review your context memory"
 
 
 def register(app: typer.Typer) -> None:
@@ -35,14 +34,12 @@ class RichChatDisplay:
         self.out = out
 
     def step(self, name: str, status: str, detail: str | None) -> None:
-        """Show a profile step as it starts and ends."""
+        """Show a profile step once, when it ends (with its outcome)."""
         if status == "started":
-            if name != _REVIEW:  # logged complete at once: show it when it finishes
-                self.out.print(f"... {name}", style="dim")
-        else:
-            mark = "ok" if status == "completed" else "failed"
-            suffix = f" ({detail})" if detail else ""
-            self.out.print(f"[{mark}] {name}{suffix}", style="dim" if status == "completed" else "yellow")
+            return
+        mark = "ok" if status == "completed" else "failed"
+        suffix = f" ({detail})" if detail else ""
+        self.out.print(f"[{mark}] {name}{suffix}", style="dim" if status == "completed" else "yellow")
 
     def tool_call(self, record: ToolCallRecord) -> None:
         """Show one tool call and the first lines of its result."""
@@ -109,6 +106,7 @@ def chat(
 
         dbmemory chat --agent SUPPORT --user u-42 --model ollama/llama3.1
     """
+    import dbmemory.profile  # noqa: F401 - the profile extra is said at start-up, not at the first turn
     from dbmemory.agent.chat import COMMANDS_HELP, ChatSession, default_session_id
     from dbmemory.agent.setup import choose_model, ensure_schema
 

@@ -20,6 +20,7 @@ from dbmemory.cli._common import (
     JsonOption,
     UrlOption,
     engine_session,
+    missing_sqlite_file,
     print_json,
 )
 from dbmemory.errors import InvalidArgumentError
@@ -34,7 +35,7 @@ db_app = typer.Typer(
         "Install, inspect and remove dbmemory's tables (alembic migrations with their own "
         "version table, dbm_alembic_version). " + EXIT_CODES_HELP
     ),
-    epilog="Example: dbmemory db upgrade && dbmemory db current",
+    epilog="Example:\n\n    dbmemory db upgrade\n\n    dbmemory db current",
     no_args_is_help=True,
 )
 
@@ -45,9 +46,9 @@ def register(app: typer.Typer) -> None:
 
 
 @contextmanager
-def _migrating(url: str | None, action: str) -> Iterator[Engine]:
+def _migrating(url: str | None, action: str, *, read_only: bool = False) -> Iterator[Engine]:
     """Yield the engine for ``url``; translate alembic and database errors; dispose at the end."""
-    with engine_session(url, action, schema_hint=False) as engine:
+    with engine_session(url, action, schema_hint=False, read_only=read_only) as engine:
         try:
             yield engine
         except Exception as exc:
@@ -121,12 +122,15 @@ def current(
     from dbmemory.db.engine import redact_url
 
     with _migrating(url, "reading the schema revision") as engine:
-        at = migrate.current(engine)
+        missing = missing_sqlite_file(engine)  # reads only: never creates the file
+        at = None if missing is not None else migrate.current(engine)
         head = migrate.head()
     where = redact_url(engine.url)
     up_to_date = at == head
     if as_json:
         print_json({"url": where, "current": at, "head": head, "up_to_date": up_to_date})
+    elif missing is not None:
+        typer.echo(f"{where}: no such SQLite file, not installed (head {head}); 'dbmemory db upgrade' creates it")
     elif at is None:
         typer.echo(f"{where}: not installed (head {head}); run 'dbmemory db upgrade'")
     elif up_to_date:

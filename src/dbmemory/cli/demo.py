@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, print_json
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, plural, print_json
 
 __all__ = ["register", "demo"]
 
@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
+    ctx: typer.Context,
     url: UrlOption = None,
     as_json: JsonOption = False,
     fresh: Annotated[
@@ -48,6 +49,15 @@ def demo(
 
     from dbmemory.demo import format_call, run_demo
 
+    if fresh and url is not None and ctx.get_parameter_source("url") is not None and (
+        ctx.get_parameter_source("url").name == "COMMANDLINE"
+    ):
+        typer.echo(
+            "note: --url is ignored without --keep: the demo runs on a new temporary SQLite "
+            "database (add --keep to use the URL)",
+            err=True,
+        )
+
     calls: list[dict[str, Any]] = []
     out = console()
 
@@ -69,4 +79,4 @@ def demo(
         print_json({"calls": calls})
     else:
         out.rule()
-        out.print(f"{count} tool calls; each committed in its own transaction.", markup=False)
+        out.print(f"{plural(count, 'tool call')}; each committed in its own transaction.", markup=False)

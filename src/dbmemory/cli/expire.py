@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from dbmemory.cli._common import (
+    plural,
     EXIT_CODES_HELP,
     JsonOption,
     StoreIdOption,
@@ -74,7 +75,7 @@ def expire(
     validate_days(days)
     if store is not None and store_id is not None:
         raise InvalidArgumentError("give --store KEY or --store-id N, not both")
-    with engine_session(url, "expiring files") as engine:
+    with engine_session(url, "expiring files", read_only=dry_run) as engine:
         target = None
         with engine.begin() as conn:
             if store is not None or store_id is not None:
@@ -96,7 +97,7 @@ def expire(
         )
     elif dry_run:
         typer.echo(
-            f"{count} files would expire in {where} (untouched for {days:g} days); nothing deleted"
+            f"{plural(count, 'file')} would expire in {where} (untouched for {days:g} days); nothing deleted"
         )
     else:
-        typer.echo(f"Expired {count} files in {where} (untouched for {days:g} days)")
+        typer.echo(f"Expired {plural(count, 'file')} in {where} (untouched for {days:g} days)")

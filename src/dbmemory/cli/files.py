@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dbmemory.cli._common import (
+    plural,
     EXIT_CODES_HELP,
     JsonOption,
     StoreIdOption,
@@ -57,8 +58,8 @@ files_app = typer.Typer(
         + EXIT_CODES_HELP
     ),
     epilog=(
-        "Example: dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'hello' "
-        "&& dbmemory files ls --store agent:SUPPORT"
+        "Example:\n\n    dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'hello'"
+        "\n\n    dbmemory files ls --store agent:SUPPORT"
     ),
     no_args_is_help=True,
 )
@@ -260,7 +261,7 @@ def ls(
     """
     from dbmemory import files
 
-    with transaction(url, "listing files") as conn:
+    with transaction(url, "listing files", read_only=True) as conn:
         if store is None and store_id is None:
             rows = _list_stores(conn)
             if as_json:
@@ -310,7 +311,7 @@ def cat(
     """
     from dbmemory import files
 
-    with transaction(url, "reading a file") as conn:
+    with transaction(url, "reading a file", read_only=True) as conn:
         found = require_store(conn, store, store_id)
         record = files.get_file(conn, found.store_id, path)
     if as_json:
@@ -444,8 +445,7 @@ def rm(
     if as_json:
         print_json({"store_key": found.store_key, "path": path, "deleted": deleted})
     else:
-        noun = "file" if deleted == 1 else "files"
-        typer.echo(f"Deleted {deleted} {noun} at {path} from {found.store_key}")
+        typer.echo(f"Deleted {plural(deleted, 'file')} at {path} from {found.store_key}")
 
 
 def _delete_one_file(conn: Any, found: Any, path: str) -> bool:
@@ -493,5 +493,4 @@ def clear(
     if as_json:
         print_json({"store_key": found.store_key, "deleted": deleted})
     else:
-        noun = "file" if deleted == 1 else "files"
-        typer.echo(f"Deleted {deleted} {noun} from {found.store_key}")
+        typer.echo(f"Deleted {plural(deleted, 'file')} from {found.store_key}")

@@ -1,7 +1,7 @@
 """``dbmemory profile``: show, edit, delete, import, export and consolidate user profiles.
 
 A profile is the file ``/memories/memory.md`` in the store
-``reserved:profile:<root folder>:<id>`` (issue 3), in the reserved namespace no agent can name. Each command runs in a transaction of its own and commits it; writes are audited with
+``reserved:profile:<root folder>:<id>``, in the reserved namespace no agent can name. Each command runs in a transaction of its own and commits it; writes are audited with
 the actor ``cli``. Only ``consolidate`` calls a model (through litellm, imported when it runs).
 """
 
@@ -17,9 +17,11 @@ from dbmemory.cli._common import (
     JsonOption,
     UrlOption,
     engine_session,
+    plural,
     print_json,
     transaction,
 )
+from dbmemory.cli.replay import ModelOption
 from dbmemory.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["profile_app", "register", "show", "edit", "delete", "import_", "export", "consolidate"]
@@ -33,7 +35,7 @@ profile_app = typer.Typer(
         "user, store reserved:profile:<root folder>:<id>, which no agent can reach). Each command runs in a transaction "
         "of its own and commits it. " + EXIT_CODES_HELP
     ),
-    epilog="Example: dbmemory profile show u-123 && dbmemory profile export ./profiles",
+    epilog="Example:\n\n    dbmemory profile show u-123\n\n    dbmemory profile export ./profiles",
     no_args_is_help=True,
 )
 
@@ -104,7 +106,7 @@ def show(
     from dbmemory.profile.store import profile_store_key, read_profile
     from dbmemory.profile.tokens import count_tokens
 
-    with transaction(url, "reading a profile") as conn:
+    with transaction(url, "reading a profile", read_only=True) as conn:
         record = read_profile(conn, user_id, root_folder=root_folder)
     if record is None:
         raise NotFoundError(f"user {user_id!r} has no profile yet: it is created by the first update")
@@ -295,7 +297,7 @@ def export(
     """
     from dbmemory.profile.transfer import export_profiles
 
-    with transaction(url, "exporting profiles") as conn:
+    with transaction(url, "exporting profiles", read_only=True) as conn:
         report = export_profiles(conn, directory, root_folder=root_folder, user_ids=user or None)
     _report(report, "Exported", as_json)
 
@@ -304,7 +306,7 @@ def _report(report: Any, verb: str, as_json: bool) -> None:
     if as_json:
         print_json({"done": report.done, "skipped": [{"item": i, "reason": r} for i, r in report.skipped]})
         return
-    typer.echo(f"{verb} {len(report.done)} profile(s)")
+    typer.echo(f"{verb} {plural(len(report.done), 'profile')}")
     for item, reason in report.skipped:
         typer.echo(f"skipped {item}: {reason}")
 
@@ -316,10 +318,7 @@ def consolidate(
     assistant_text: Annotated[
         str, typer.Option("--assistant-text", help="The assistant's answer of the turn.", show_default=False)
     ],
-    model: Annotated[
-        str,
-        typer.Option("--model", envvar="DBMEMORY_MODEL", help="litellm model name, e.g. gpt-4o-mini.", metavar="M"),
-    ],
+    model: ModelOption = None,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", min=500, max=8000, help="Profile budget in tokens.")
     ] = 2000,
@@ -330,7 +329,8 @@ def consolidate(
 ) -> None:
     """Run one post-turn consolidation by hand (gate, rewrite, scrub, checks, fit, write).
 
-    Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY). Prints
+    Calls the model through litellm (configure its key as usual, e.g. OPENAI_API_KEY; it is
+    checked before any work) or, with --model scripted or no model, the scripted stand-in. Prints
     the outcome (updated, noop, unchanged, rejected, scrub_veto, conflict, disabled, error)
     and each model call; exits 1 on error or conflict, and when a model call failed (no key,
     no network, timeout): the old profile is kept then.
@@ -338,18 +338,25 @@ def consolidate(
     Example:
 
         dbmemory profile consolidate u-123 --user-text 'I moved to the BI team' --assistant-text 'Congrats!' --model gpt-4o-mini
+
+        dbmemory profile consolidate u-123 --user-text 'My name is Ann' --assistant-text 'Hi Ann' --model scripted
     """
     from dbmemory.profile.config import UserMemoryConfig
     from dbmemory.profile.consolidate import UserMemoryPostprocessor
     from dbmemory.profile.load import load_user_memory
 
+    from dbmemory.agent.setup import choose_model
+
+    choice = choose_model(model)  # a missing key or an unknown name fails here, at once
+    if choice.notice:
+        typer.echo(choice.notice, err=True)
     config = UserMemoryConfig(max_tokens=max_tokens, root_folder=root_folder, gate_enabled=gate)
     with engine_session(url, "consolidating a profile") as engine:
         with engine.begin() as conn:
-            state = load_user_memory(conn, user_id, config=config, model=model)
-        result = UserMemoryPostprocessor(engine, config, model, user_id, state, actor=ACTOR).run(
-            user_text, assistant_text
-        )
+            state = load_user_memory(conn, user_id, config=config, model=choice.model)
+        result = UserMemoryPostprocessor(
+            engine, config, choice.model, user_id, state, actor=ACTOR, complete=choice.complete
+        ).run(user_text, assistant_text)
     if as_json:
         print_json(
             {

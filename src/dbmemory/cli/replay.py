@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, engine_session, print_json, print_table
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, engine_session, plural, print_json, print_table
 
 if TYPE_CHECKING:
     from dbmemory.agent.replay import ReplaySummary
@@ -123,10 +123,14 @@ def replay(
 
         dbmemory replay
 
-        dbmemory replay ../shared/data/locomo/locomo10.json --sample conv-26 --sessions 3
+        dbmemory replay locomo10.json --sample conv-26 --sessions 3
+
+    locomo10.json is LoCoMo, the public data set of Snap Research
+    (https://github.com/snap-research/locomo, file data/locomo10.json).
 
         dbmemory replay chat.jsonl --model gpt-4o-mini --user u-42
     """
+    import dbmemory.profile  # noqa: F401 - the profile extra is said at start-up
     from dbmemory.agent.replay import replay_conversation, replay_user_id, reset_replay_memory
     from dbmemory.agent.setup import choose_model, ensure_agent, ensure_schema
     from dbmemory.agent.transcripts import read_conversation
@@ -153,8 +157,8 @@ def replay(
             for note in notes:
                 out.print(note)
             out.print(
-                f"Replaying {conversation.id} from {path.name}: {len(conversation.sessions)} sessions, "
-                f"{conversation.turn_count} user turns, as user {user_id!r}, agent {agent!r}, "
+                f"Replaying {conversation.id} from {path.name}: {plural(len(conversation.sessions), 'session')}, "
+                f"{plural(conversation.turn_count, 'user turn')}, as user {user_id!r}, agent {agent!r}, "
                 f"model {choice.model!r}, database {redact_url(engine.url)}"
             )
         summary = replay_conversation(

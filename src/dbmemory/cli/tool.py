@@ -17,7 +17,7 @@ from dbmemory.cli._common import (
     print_json,
     transaction,
 )
-from dbmemory.errors import DbMemoryError, InvalidArgumentError
+from dbmemory.errors import InvalidArgumentError
 
 __all__ = ["register", "tool", "parse_context"]
 
@@ -49,32 +49,6 @@ def parse_context(pairs: list[str] | None) -> dict[str, str] | None:
             raise InvalidArgumentError(f"--context key {key!r} is given twice: give it once")
         context[key] = value
     return context
-
-
-_REMEDIES = {
-    "agent_not_found": "enable it with 'dbmemory agent enable {agent}'",
-    "memory_disabled": "enable it again with 'dbmemory agent enable {agent}'",
-    "missing_context_key": "pass --context {key}=VALUE",
-    "missing_user_id": "pass --user USER",
-    "missing_session_id": "pass --session SESSION",
-}
-
-
-def _with_cli_remedy(
-    exc: DbMemoryError, agent: str | None, context_key: str | None
-) -> DbMemoryError:
-    """Give an error raised before the run (agent not ready) the command-line remedy.
-
-    The API's messages name Python arguments (``run_context=...``); on the command line the
-    remedy is an option. The diagnosis (the text before the first ``": "``) is kept.
-    """
-    remedy = _REMEDIES.get(exc.code)
-    if remedy is None:
-        return exc
-    diagnosis = exc.message.split(": ", 1)[0]
-    text = f"{diagnosis}: {remedy.format(agent=agent, key=context_key or 'KEY')}"
-    clone = type(exc)(text, code=exc.code)
-    return clone
 
 
 def tool(
@@ -162,17 +136,8 @@ def tool(
         if shared is not None:
             memory = MemoryTool.for_store(conn, shared)
         else:
-            try:
-                memory = MemoryTool(
-                    conn, agent, user_id=user, session_id=session, run_context=run_context
-                )
-            except DbMemoryError as exc:
-                key = None
-                if exc.code == "missing_context_key":
-                    from dbmemory import stores
-
-                    key = stores.get_agent_config(conn, agent).context_key  # type: ignore[arg-type]
-                raise _with_cli_remedy(exc, agent, key) from exc
+            # an agent that is not ready raises an error whose cli_message names the options
+            memory = MemoryTool(conn, agent, user_id=user, session_id=session, run_context=run_context)
         text = memory.execute(arguments)
     failed = text.startswith(ERROR_MARKER)
     if as_json:

@@ -60,12 +60,31 @@ MCP_EXTRA_HINT = "pip install 'dbmemory[mcp]'"
 
 
 def _import_mcp() -> tuple[Any, Any]:
+    """The MCP SDK's types module and Server class.
+
+    Raises:
+        MissingDependencyError: the ``mcp`` extra is not installed (the message names the pip
+            command).
+    """
     try:
         import mcp_types as types
         from mcp.server import Server
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingDependencyError(f"the MCP server needs the mcp package: {MCP_EXTRA_HINT}") from exc
+        from mcp.server.stdio import stdio_server  # noqa: F401 - serve_stdio needs it
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the MCP server needs the mcp package, which is not installed: {MCP_EXTRA_HINT}"
+        ) from exc
     return types, Server
+
+
+def package_version() -> str:
+    """dbmemory's installed version (``serverInfo.version``), or ``"0+unknown"`` from a bare tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dbmemory")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
 
 
 def parse_context(pairs: Sequence[str]) -> dict[str, str]:
@@ -224,7 +243,13 @@ def build_server(state: McpMemoryServer) -> Any:
     async def read_resource(ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
         if uri != state.profile_uri():
-            raise ValueError(f"unknown resource {uri!r}: list the resources to see the profile's URI")
+            # a protocol error for the client, not a server-side traceback
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import INVALID_PARAMS
+
+            listed = state.profile_uri()
+            hint = f"the only resource is {listed!r}" if listed else "this server has no resources (start it with --user)"
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri!r}: {hint}")
         text = await asyncio.to_thread(state.read_profile_text)
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)]
@@ -232,6 +257,7 @@ def build_server(state: McpMemoryServer) -> Any:
 
     return Server(
         SERVER_NAME,
+        version=package_version(),
         instructions=(
             "Persistent memory in a database. ALWAYS view /memories first; record decisions, "
             "preferences and progress as you go; keep files small and current."
@@ -275,17 +301,24 @@ def run(
 ) -> None:
     """Check the configuration, then serve over stdio (blocks).
 
+    A SQLite database without dbmemory's tables gets them (as ``chat`` and ``replay``); a server
+    database without them is refused (``dbmemory db upgrade``).
+
     Raises:
+        MissingDependencyError: the ``mcp`` extra is not installed.
         DbMemoryError: bad configuration (raised before serving starts).
     """
-    from dbmemory.db.engine import create_engine
+    from dbmemory.agent.setup import ensure_schema
+    from dbmemory.db.engine import create_engine, redact_url
 
+    _import_mcp()  # a missing extra is said at start-up, with the pip command
+    run_context = parse_context(context)
     engine = create_engine(url)
-    state = McpMemoryServer(
-        engine, agent_code, user_id=user_id, session_id=session_id, run_context=parse_context(context)
-    )
-    state.check()
     try:
+        if ensure_schema(engine):  # as chat and replay: SQLite gets the schema, a server is told
+            print(f"Installed dbmemory's schema in {redact_url(engine.url)}.", file=sys.stderr)
+        state = McpMemoryServer(engine, agent_code, user_id=user_id, session_id=session_id, run_context=run_context)
+        state.check()
         asyncio.run(serve_stdio(state))
     finally:
         engine.dispose()
@@ -297,8 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         run(url=args.url, agent_code=args.agent, user_id=args.user, session_id=args.session, context=args.context)
-    except DbMemoryError as exc:
-        print(f"Error: {exc.message}", file=sys.stderr)
+    except DbMemoryError as exc:  # a command line: the remedies name its options
+        print(f"Error: {exc.cli_message or exc.message}", file=sys.stderr)
         return 2 if isinstance(exc, InvalidArgumentError) else 1
     except KeyboardInterrupt:  # pragma: no cover
         return 0

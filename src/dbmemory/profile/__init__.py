@@ -1,4 +1,4 @@
-"""User profile memory (issue 3): one ``memory.md`` per user, in the package's reserved namespace.
+"""User profile memory: one ``memory.md`` per user, in the package's reserved namespace.
 
 Loaded before each turn within a token budget and injected into the system prompt; consolidated
 by a model after the turn (gate, rewrite, scrub, deterministic checks, fit, compare-and-set

@@ -1,4 +1,4 @@
-"""Reading model answers of the profile pipeline (issue 3, "Consolidate"; cases C11).
+"""Reading model answers of the profile pipeline.
 
 Pure text functions; nothing is trusted until it passes here:
 

@@ -1,4 +1,4 @@
-"""Keep a profile within its token budget (issue 3, "Consolidate", step 5; cases C12, C13).
+"""Keep a profile within its token budget.
 
 The budget counts the tokens of the **whole file text** (frontmatter included) with the tokenizer
 of the effective model (:func:`dbmemory.profile.tokens.count_tokens`). The body a model or the

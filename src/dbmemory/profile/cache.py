@@ -1,5 +1,4 @@
-"""What a turn derives from an unchanged profile, kept per process (issue 5: "keep its token
-count with its version").
+"""What a turn derives from an unchanged profile, kept per process.
 
 Loading a profile parses its frontmatter, re-renders it, fits it to the budget and counts its
 tokens (~1 ms for 2,000 tokens). None of that changes while the stored file does not, so

@@ -1,4 +1,4 @@
-"""Settings of the user profile and the rule that switches it on (issue 3, "Enablement").
+"""Settings of the user profile and the rule that switches it on.
 
 Example:
     >>> from dbmemory.profile.config import UserMemoryConfig, memory_enabled

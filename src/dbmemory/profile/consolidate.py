@@ -1,4 +1,4 @@
-"""Post-turn consolidation of a user's profile (issue 3, "Consolidate"; cases C11-C13).
+"""Post-turn consolidation of a user's profile.
 
 :class:`UserMemoryPostprocessor` runs after the assistant answered; it never changes the answer.
 Steps of :meth:`UserMemoryPostprocessor.run`:

@@ -1,4 +1,4 @@
-"""Deterministic content checks run after the LLM scrub, before any write (issue 3, step 4).
+"""Deterministic content checks run after the LLM scrub, before any write.
 
 Every hit is **redacted** in place with a marker ``[redacted:<kind>]`` and counted; nothing here
 calls a model or the database. Kinds (:data:`KINDS`), checked in this order so one value is

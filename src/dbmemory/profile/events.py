@@ -1,4 +1,4 @@
-"""Step events the host shows to the user (issue 3, "Observability").
+"""Step events the host shows to the user.
 
 A host implements :class:`StepLogger` (two methods) to show progress entries such as
 "Loading context memory". dbmemory calls it through :func:`run_step` and :func:`log_entry`, which

@@ -1,4 +1,4 @@
-"""The profile file format: YAML frontmatter and six fixed Markdown sections (issue 3, "Format").
+"""The profile file format: YAML frontmatter and six fixed Markdown sections.
 
 Canonical form (what :func:`render_profile` writes)::
 
@@ -29,7 +29,7 @@ Frontmatter rules:
 * It is read with ``yaml.safe_load`` rules except that **no plain scalar is converted**: ``00123``,
   ``no`` and ``2026-11-30T10:00:00Z`` stay the exact strings written (only ``schema_version`` and
   ``turn_count`` become integers when they are digits). So ``last_updated`` keeps its text exactly
-  on a read/write round trip (cases C10).
+  on a read/write round trip.
 * It is written by this module, never by a YAML dumper: string values are always double-quoted,
   so ``user_id: "00123"`` or ``"no"`` stay strings for any YAML reader.
 

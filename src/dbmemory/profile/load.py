@@ -1,4 +1,4 @@
-"""Load a user's profile before a turn and inject it into the system prompt (issue 3).
+"""Load a user's profile before a turn and inject it into the system prompt.
 
 Example:
     >>> state = load_user_memory(conn, "u-123", config=UserMemoryConfig(), model="gpt-4o")  # doctest: +SKIP

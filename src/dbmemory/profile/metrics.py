@@ -1,4 +1,4 @@
-"""Prometheus metrics of the user profile (issue 3, "Observability").
+"""Prometheus metrics of the user profile.
 
 :class:`ProfileMetrics` registers its metrics in **its own** ``CollectorRegistry`` unless the host
 passes one (pass ``prometheus_client.REGISTRY`` to expose them with the host's other metrics).

@@ -1,4 +1,4 @@
-"""A user's opt-out of memory (issue 3, "Enablement and settings").
+"""A user's opt-out of memory.
 
 ``set_user_memory_enabled(conn, user_id, False)`` stops load and update for that user in every
 space and deletes the profile permanently; the audit event of the delete remains. The flag is a

@@ -1,4 +1,4 @@
-"""The profile content policy, in one place (issue 3, "Consolidate", step 3).
+"""The profile content policy, in one place.
 
 :data:`CONTENT_POLICY` is embedded verbatim in every write-path prompt (rewrite, scrub, condense;
 see :mod:`dbmemory.profile.prompts`), and a test checks that it is. Change the policy here only.

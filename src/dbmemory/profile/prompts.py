@@ -1,4 +1,4 @@
-"""The prompts of the profile pipeline: gate, rewrite, scrub, condense (issue 3, "Consolidate").
+"""The prompts of the profile pipeline: gate, rewrite, scrub, condense.
 
 Each builder returns OpenAI-style chat messages (``[{"role": "system", ...}, {"role": "user",
 ...}]``). Everything that came from a person or a model (the profile body, the user's message,

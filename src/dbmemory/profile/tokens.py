@@ -1,4 +1,4 @@
-"""Offline token counting for profile budgets (issue 3, "Load and inject").
+"""Offline token counting for profile budgets.
 
 ``tiktoken.get_encoding`` downloads its encoding file on first use and fails (or hangs) without
 internet. This module never calls it. It builds the :class:`tiktoken.Encoding` directly from an

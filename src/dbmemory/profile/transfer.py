@@ -1,4 +1,4 @@
-"""Import and export of profile folder trees (issue 3, "Storage": ``profile import|export``).
+"""Import and export of profile folder trees (``dbmemory profile import|export``).
 
 Two layouts are read (``<root_folder>`` is ``UserMemoryConfig.root_folder``, default
 ``user-memory``):
