@@ -56,6 +56,8 @@ __all__ = [
     "store_and_file_lock",
     "bump_store_on_write",
     "store_bump",
+    "guarded_create",
+    "insert_returns_id",
     "serialization_failure",
     "engine_defaults",
     "transaction_lost",
@@ -607,37 +609,53 @@ def store_and_file_lock(bind: Connection) -> str | None:
 
 
 def bump_store_on_write(bind: Connection) -> bool:
-    """Whether every write must also modify its store row
-    (:data:`dbmemory.statements.BUMP_STORE`) for caps and shape to hold at every isolation
-    level.
+    """Whether every write modifies its store row: True on every backend since revision 0004,
+    whose counters (``file_count``, ``total_chars``) every write moves
+    (:data:`dbmemory.statements.ADJUST_STORE`, deltas 0 for a rename).
 
-    True on PostgreSQL and Oracle: at REPEATABLE READ / SERIALIZABLE a writer reads from a
-    snapshot taken at its transaction's first statement, so after the store lock is granted
-    its count of files and characters (and its file/directory shape check) can miss another
-    writer's commit. When every write modifies the store row, locking that row fails with a
-    serialisation failure (PostgreSQL SQLSTATE 40001, Oracle ORA-08177) instead, and the
-    caller is told to retry the whole transaction. Locking a row that was only locked, not
-    changed, would not fail. At READ COMMITTED the bump changes nothing but costs one statement.
-
-    False on MySQL/MariaDB, whose reads under the store lock are locking reads that see the
-    latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and on SQLite
-    (one writer at a time, ``BEGIN IMMEDIATE``).
+    That is also what keeps caps and shape at REPEATABLE READ / SERIALIZABLE on PostgreSQL and
+    Oracle: a writer whose snapshot predates another writer's commit fails to lock the modified
+    row (SQLSTATE 40001, ORA-08177) instead of checking from a stale snapshot. On MySQL/MariaDB
+    the reads under the store lock see the latest rows anyway (:func:`current_read`,
+    :func:`store_and_file_lock`); on Galera the modified store row makes cross-node writers of
+    one store conflict at certification, so the store lock holds across nodes too.
     """
     return store_bump(bind) is not None
 
 
 def store_bump(bind: Connection) -> str | None:
-    """How a write modifies its store row (see :func:`bump_store_on_write`): ``"cte"`` on
+    """How a write moves its store row's counters (:func:`bump_store_on_write`): ``"cte"`` on
     PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
-    :data:`dbmemory.statements.INSERT_AUDIT_BUMP`), ``"statement"`` on Oracle (no DML in
-    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert), ``None`` on
-    MySQL/MariaDB and SQLite."""
-    name = bind.dialect.name
-    if name == "postgresql":
+    :data:`dbmemory.statements.INSERT_AUDIT_ADJUST`), ``"statement"`` elsewhere
+    (:data:`dbmemory.statements.ADJUST_STORE` before the audit insert: Oracle, MySQL/MariaDB
+    and SQLite have no DML in ``WITH``)."""
+    if bind.dialect.name == "postgresql":
         return "cte"
-    if name == "oracle":
-        return "statement"
-    return None
+    return "statement"
+
+
+def guarded_create(bind: Connection) -> bool:
+    """Whether a new file is created by the short path: the caps checked and counted while
+    the store row is locked (:data:`dbmemory.statements.CLAIM_FILE_SLOT`), then an insert that
+    checks the path is free in the same statement
+    (:data:`dbmemory.statements.INSERT_FILE_IF_FREE`). True on PostgreSQL (``RETURNING``),
+    MySQL/MariaDB and SQLite (the driver's ``lastrowid``); False on Oracle, where ``INSERT ...
+    SELECT`` cannot return the new id and the CLOB would be bound in a select list: the
+    long path (lock, facts, insert) runs there. Also False on MySQL/MariaDB at REPEATABLE
+    READ (a host engine's default): the ``NOT EXISTS`` of an ``INSERT ... SELECT`` reads the
+    transaction's snapshot there, not the latest rows (measured: two racing creates of ``/a``
+    and ``/a/b.md`` both succeeded), so the long path's locking read (:func:`current_read`)
+    runs instead."""
+    name = bind.dialect.name
+    if name in ("mysql", "mariadb"):
+        return not _mysql_repeatable(bind)
+    return name in ("postgresql", "sqlite")
+
+
+def insert_returns_id(bind: Connection) -> bool:
+    """Whether the short create path learns the new file's id from ``RETURNING`` (PostgreSQL)
+    rather than from the driver's ``lastrowid`` (SQLite, MySQL/MariaDB)."""
+    return bind.dialect.name == "postgresql"
 
 
 def serialization_failure(exc: BaseException) -> bool:
