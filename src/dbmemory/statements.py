@@ -962,11 +962,12 @@ def _touch_and_expiry_examples(sample: dict[str, Any]) -> dict[str, Executable]:
         # in tests/test_expiry_and_touch.py)
         "select_job_lock": SELECT_JOB_LOCK.with_for_update(),
         "select_expiry_candidates": _with_values(
-            dialect.lock_expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
+            dialect.expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
         ),
         "select_expiry_candidates_store": _with_values(
-            dialect.lock_expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
+            dialect.expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
         ),
+        "lock_expiry_stores": lock_stores_by_id([1, 2]).with_for_update(skip_locked=True),
         "delete_expired": _with_values(DELETE_EXPIRED, **values),
         "select_files_left": _with_values(SELECT_FILES_LEFT, **values),
         "select_store_keys": _with_values(SELECT_STORE_KEYS, **values),

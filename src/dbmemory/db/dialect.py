@@ -46,6 +46,7 @@ __all__ = [
     "file_read_upsert",
     "job_lock",
     "lock_expiry_candidates",
+    "expiry_candidates",
     "delete_returning",
     "touch_connection_setup",
     "snapshot_isolation",
@@ -448,6 +449,15 @@ def lock_expiry_candidates(
     if name == "postgresql":
         return stmt.limit(limit).with_for_update(skip_locked=True, of=table)
     return stmt.limit(limit).with_for_update(skip_locked=True)
+
+
+def expiry_candidates(
+    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
+) -> sa.Select[Any]:
+    """``stmt`` limited to ``limit`` rows, without a lock (the expiry locks the candidates'
+    store rows next, ``SKIP LOCKED``: writers' order, store row first). Oracle 19c: ``FETCH
+    FIRST``; elsewhere ``LIMIT``."""
+    return stmt.limit(limit)
 
 
 def delete_returning(bind: Connection | Engine | Dialect) -> bool:
