@@ -665,13 +665,11 @@ def rename_path(
             f"cannot move {old_path} inside itself ({new_path}): choose a destination outside it",
             code="into_itself",
         )
-    if _existing_store_id(conn, store) is None:
+    known_id = _existing_store_id(conn, store)
+    if known_id is None:
         raise NotFoundError(f"the path {old_path} does not exist")
     with _savepoint(conn, f"renaming {old_path}"):
-        store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(
-            st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(old_path)}
-        ).first()
+        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, old_path)
         if row is not None:
             moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
         else:
