@@ -237,7 +237,8 @@ def run_backend(kind: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any
         try:
             t0 = time.perf_counter()
             log(f"[{kind}] workload: {args.stores} stores x {args.files} files")
-            w = run_workload(engine, floor, stores=args.stores, files=args.files, progress=log)
+            w = run_workload(engine, floor, stores=args.stores, files=args.files, progress=log,
+                             unit=args.unit)
             result["workload_seconds"] = time.perf_counter() - t0
             rec = w["rec"]
             ops: dict[str, Any] = {}
@@ -257,6 +258,19 @@ def run_backend(kind: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any
             result["ops"] = ops
             result["expiry"] = w["expiry"]
             flush_touches()
+            import extras
+
+            if args.sizes:
+                log(f"[{kind}] store size: {args.sizes}")
+                sizes = tuple(int(x) for x in args.sizes.split(",") if x)
+                result["store_size"] = extras.store_size(engine, floor, sizes, args.size_samples)
+            if args.workers and kind != "sqlite":
+                log(f"[{kind}] shared-store concurrency: {args.workers}")
+                counts = tuple(int(x) for x in args.workers.split(",") if x)
+                result["concurrency"] = extras.concurrency(engine, counts, args.worker_ops)
+            if args.latency_ms and kind != "sqlite":
+                log(f"[{kind}] latency proxy: {args.latency_ms} ms per round trip")
+                result["latency"] = extras.latency_view(kind, url, args.latency_ms, args.latency_samples)
             if args.profile_samples:
                 result["profile"] = measure_profile(engine, args.profile_samples)
             if args.scale:
@@ -290,6 +304,12 @@ def render(report: dict[str, Any]) -> str:
     out.append("# dbmemory benchmark\n")
     out.append(f"- command: `{report['command']}`")
     out.append(f"- date: {report['date']}  ·  commit: {report['git']}")
+    lb, la = report.get("load_before"), report.get("load_after")
+    if lb and la:
+        out.append(f"- load average (1/5/15 min) before {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f}, after "
+                   f"{la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f} on {m['cores']} cores"
+                   + ("  ·  **LOADED: the load exceeded the core count; compare ratios within this "
+                      "run only**" if report.get("loaded") else ""))
     out.append(f"- machine: {m['cpu']} ({m['cores']} cores), {m['memory_gb']} GB RAM, {m['os']}")
     out.append(f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
     for b in report["backends"]:
@@ -297,7 +317,7 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"- {b['backend']}: " + ", ".join(f"{k}={v}" for k, v in b["server"].items()))
     out.append("- each operation is one committed transaction (default durability of each backend, "
                "listed above); lib = `MemoryTool.execute`, floor = minimal SQL on the raw driver "
-               "(bench/floor.py). Round trips (RT) exclude BEGIN/COMMIT and include SAVEPOINT/RELEASE; "
+               "(bench/floor.py). Round trips (RT) exclude BEGIN/COMMIT and include SAVEPOINT/RELEASE (none with `--unit turn`, the default: each command is its transaction's one unit, as in a turn); "
                "'7 (11)' = 7 typically, 11 for the store's first write (creates the store row). "
                "Views here reuse the turn's tool, which knows the store id after its first write; "
                "a fresh tool's view RTs are in the scaling table.\n")
@@ -324,6 +344,51 @@ def render(report: dict[str, Any]) -> str:
                 f"{_f(flo.get('p99_us'))} | {_f(ratio, 2)} | {_f(e.get('ratio_mean'), 2)} | "
                 f"{rt_lib} | {rt.get('floor', '-')} | {ok_ratio} | {ok_rt} |"
             )
+    if any("store_size" in b for b in report["backends"]):
+        out.append("\n## Store size (files in one store), p50 µs, lib and floor alternating\n")
+        out.append("| backend | files | lib create | floor create | lib view /memories | floor view | "
+                   "view ×floor |")
+        out.append("|---|--:|--:|--:|--:|--:|--:|")
+        for b in report["backends"]:
+            ss = b.get("store_size")
+            if not ss:
+                continue
+            for size, v in ss.items():
+                out.append(f"| {b['backend']} | {int(size):,} | {_f(v['lib create'])} | {_f(v['floor create'])} | "
+                           f"{_f(v['lib view'])} | {_f(v['floor view'])} | {_f(v['lib view'] / v['floor view'], 2)} |")
+            keys = list(ss)
+            if len(keys) > 1:
+                lo, hi = ss[keys[0]], ss[keys[-1]]
+                out.append(f"| {b['backend']} | {int(keys[-1]):,} ÷ {int(keys[0]):,} | "
+                           f"{_f(hi['lib create'] / lo['lib create'], 2)}× | "
+                           f"{_f(hi['floor create'] / lo['floor create'], 2)}× | "
+                           f"{_f(hi['lib view'] / lo['lib view'], 2)}× | | |")
+    if any("concurrency" in b for b in report["backends"]):
+        out.append("\n## One shared store, concurrent workers (each edits its own file)\n")
+        out.append("| backend | workers | p50 µs | p99 µs | calls/s | p50 ÷ 1 worker | errors |")
+        out.append("|---|--:|--:|--:|--:|--:|---|")
+        for b in report["backends"]:
+            cc = b.get("concurrency")
+            if not cc:
+                continue
+            base = next(iter(cc.values()))["p50_us"]
+            for w, v in cc.items():
+                out.append(f"| {b['backend']} | {w} | {_f(v['p50_us'])} | {_f(v['p99_us'])} | "
+                           f"{_f(v['ops_per_s'])} | {_f(v['p50_us'] / base, 2)} | {len(v['errors'])} |")
+    if any("latency" in b for b in report["backends"]):
+        out.append("\n## Network latency view (loopback delay proxy), p50 µs\n")
+        out.append("| backend | added RTT ms | command | lib | floor | ×floor |")
+        out.append("|---|--:|---|--:|--:|--:|")
+        for b in report["backends"]:
+            lv = b.get("latency")
+            if not lv:
+                continue
+            for k, v in lv.items():
+                if k.startswith("lib "):
+                    cmd = k[4:]
+                    fl = lv.get("floor " + cmd)
+                    out.append(f"| {b['backend']} | {lv['rtt_ms']} | {cmd} | {_f(v)} | {_f(fl)} | "
+                               f"{_f(v / fl if fl else None, 2)} |")
     out.append("\n## Expiry\n")
     out.append("| backend | table | files deleted | lib rows/s | floor rows/s | ratio (floor/lib time) |")
     out.append("|---|---|--:|--:|--:|--:|")
@@ -488,6 +553,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="files expired at scale (per side); 0 to skip")
     p.add_argument("--profile-samples", type=int, default=300, help="profile loads per side (cold/warm)")
     p.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
+    p.add_argument("--unit", choices=("turn", "caller"), default="turn",
+                   help="how the lib runs each command: as a turn's tool call (its transaction's one "
+                        "unit, no savepoint) or in a caller's transaction (a savepoint pair per write)")
+    p.add_argument("--sizes", default="20,1000",
+                   help="store sizes (files) for the store-size view; '' skips it")
+    p.add_argument("--size-samples", type=int, default=60, help="creates/views per store size")
+    p.add_argument("--workers", default="1,2,4,8",
+                   help="worker counts for the shared-store concurrency view (servers); '' skips it")
+    p.add_argument("--worker-ops", type=int, default=60, help="edits per worker")
+    p.add_argument("--latency-ms", type=float, default=0.5,
+                   help="round-trip delay of the loopback proxy for the latency view (servers); 0 skips it")
+    p.add_argument("--latency-samples", type=int, default=40, help="commands per side through the proxy")
+    p.add_argument("--force-latest", action="store_true",
+                   help="write results/latest.* even when the load average exceeded the core count")
     p.add_argument("--postgres-url", default=os.environ.get("DBMEMORY_BENCH_POSTGRES_URL",
                                                             "postgresql+psycopg://postgres@127.0.0.1:5432/"))
     p.add_argument("--mysql-url", default=os.environ.get("DBMEMORY_BENCH_MYSQL_URL",
@@ -511,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions(),
         "backends": [],
     }
+    report["load_before"] = os.getloadavg()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dbm-bench-") as tmp:
         for kind in kinds:
@@ -525,13 +605,20 @@ def main(argv: list[str] | None = None) -> int:
         log("start-up")
         report["startup"] = measure_startup()
     report["seconds"] = time.perf_counter() - t0
+    report["load_after"] = os.getloadavg()
+    cores = os.cpu_count() or 1
+    report["loaded"] = max(report["load_before"][0], report["load_after"][0]) > cores
     text = render(report)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "latest.md").write_text(text)
-    (out / "latest.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    log(f"wrote {out / 'latest.md'} and {out / 'latest.json'} ({report['seconds']:.0f} s)")
+    name = "latest"
+    if report["loaded"] and not args.force_latest:
+        name = "loaded"
+        log(f"load average exceeded the {cores} cores: NOT writing latest.*; results in {name}.*")
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    log(f"wrote {out / (name + '.md')} and {out / (name + '.json')} ({report['seconds']:.0f} s)")
     return 0
 
 

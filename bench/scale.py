@@ -40,9 +40,13 @@ def bulk_load(floor: Floor, start: int, stop: int) -> float:
         floor.cur.executemany(
             floor.sql(
                 "INSERT INTO dbm_stores (store_key, scope_name, agent_code, store_code, created_at,"
-                " updated_at) VALUES (%s, %s, %s, %s, %s, %s)"
+                " updated_at, file_count, total_chars) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
             ),
-            [(k, "shared", None, k.split(":", 1)[1], now, now) for k in part],
+            [
+                (k, "shared", None, k.split(":", 1)[1], now, now, len(SCALE_FILES),
+                 sum(len(_body(int(k.rsplit("-", 1)[1]), j)) for j in range(len(SCALE_FILES))))
+                for k in part
+            ],
         )
         floor.cur.execute(
             floor.sql("SELECT store_id, store_key FROM dbm_stores WHERE store_key BETWEEN %s AND %s"),

@@ -107,10 +107,12 @@ def run_workload(
     files: int,
     warmup_stores: int = 3,
     seed: int = 5,
+    unit: str = "turn",
     progress: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     """Run the workload; return latencies, round trips and expiry figures for both sides."""
     from dbmemory import MemoryTool, enable_for_agent
+    from dbmemory.txn import mark_single_unit
 
     rec = Recorder()
     rng = random.Random(seed)
@@ -130,7 +132,9 @@ def run_workload(
 
             def lib(op: str, args: dict[str, Any]) -> str:
                 def call() -> str:
-                    with conn.begin():
+                    with conn.begin() as trans:
+                        if unit == "turn":  # as a turn runs a tool call: its transaction's one unit
+                            mark_single_unit(conn, trans)
                         return tool.execute(args)
 
                 if counter is not None:

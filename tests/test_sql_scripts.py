@@ -209,7 +209,7 @@ def test_oracle_expiry_procedure_mirrors_the_python_rule() -> None:
         "r.file_id = f.file_id AND r.read_at >= v_cutoff",
         "LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;",
         "FOR UPDATE SKIP LOCKED;",
-        "FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;",
+        "FETCH c_stores BULK COLLECT INTO v_ids LIMIT c_batch_size;",
         "BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;",
         "'expire', 'expiry-job'",
         "RAISE_APPLICATION_ERROR",

@@ -39,24 +39,27 @@ def _audit_rows(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[dict
     ]
 
 
-def _audit_write(conn: Connection, store_id: int, events: Sequence[dict[str, Any]]) -> None:
-    """Write a store change's audit events and, where the backend needs it for caps and shape
-    to hold at REPEATABLE READ / SERIALIZABLE (:func:`dbmemory.db.dialect.bump_store_on_write`),
-    modify the locked store row (``updated_at``): in the same statement on PostgreSQL
-    (:data:`dbmemory.statements.INSERT_AUDIT_BUMP`), one statement more on Oracle, nothing on
-    MySQL/MariaDB and SQLite. Every write that changes a store calls this under its store lock,
-    so a writer whose snapshot predates this write's commit fails to lock the store row."""
-    bump = dialect.store_bump(conn)
-    if bump == "cte" and events:
-        now = dialect.utcnow()
-        rows = [
-            {"p_sid": store_id, "p_now": now, **{f"p_a_{k}": v for k, v in row.items()}}
-            for row in _audit_rows(events, now)
-        ]
-        conn.execute(st.INSERT_AUDIT_BUMP, rows)
+def _audit_write(
+    conn: Connection,
+    store_id: int,
+    events: Sequence[dict[str, Any]],
+    files: int = 0,
+    chars: int = 0,
+) -> None:
+    """Write a store change's audit events and move the locked store row's counters by
+    ``files`` files and ``chars`` characters (:data:`dbmemory.statements.ADJUST_STORE`, which
+    also sets ``updated_at``): in the same statement on PostgreSQL for one event
+    (:data:`dbmemory.statements.INSERT_AUDIT_ADJUST`), one statement more elsewhere. Every
+    write that changes a store calls this under its store lock, so every write modifies the
+    store row (:func:`dbmemory.db.dialect.bump_store_on_write`)."""
+    now = dialect.utcnow()
+    if len(events) == 1 and dialect.store_bump(conn) == "cte":
+        row = _audit_rows(events, now)[0]
+        params = {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now}
+        params.update({f"p_a_{k}": v for k, v in row.items()})
+        conn.execute(st.INSERT_AUDIT_ADJUST, params)
         return
-    if bump is not None:
-        conn.execute(st.BUMP_STORE, {"p_sid": store_id, "p_now": dialect.utcnow()})
+    conn.execute(st.ADJUST_STORE, {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now})
     _audit(conn, events)
 
 

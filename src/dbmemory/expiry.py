@@ -18,14 +18,15 @@ Each batch of at most ``batch_size`` files (1,000: Oracle's IN-list limit) is on
 1. lock the ``expiry`` row of ``dbm_job_locks`` exclusively: expiry runs serialise, and the
    batch waits for touches in flight (they hold the row shared) and holds new ones off until it
    commits, so a read is either recorded before the batch looks or finds its file gone;
-2. select candidates by the rule, ``FOR UPDATE SKIP LOCKED`` on the file rows only (a file a
-   writer holds is being written: skipped; store rows are never locked here, writers lock
-   those first);
-3. delete the candidates **with the rule again** (``DELETE ... WHERE file_id IN (...) AND
-   <rule>``), so nothing written or read since step 2 goes;
-4. one ``expire`` audit event per file really deleted (``DELETE ... RETURNING`` where the
-   backend has it, else the candidates that no longer exist), store keys read without a lock;
-   forget the deleted files' rows in ``dbm_file_reads``.
+2. select candidates by the rule (no lock), then lock their store rows ``FOR UPDATE SKIP
+   LOCKED`` (the writers' lock order: store row first; a store a writer holds is being
+   written, so its files are skipped until the next run);
+3. delete the candidates of the locked stores **with the rule again** (``DELETE ... WHERE
+   file_id IN (...) AND <rule>``), so nothing written or read since step 2 goes;
+4. move each store's counters (``file_count``, ``total_chars``) by what was really deleted
+   (``DELETE ... RETURNING`` where the backend has it, else the candidates that no longer
+   exist), one ``expire`` audit event per file deleted; forget the deleted files' rows in
+   ``dbm_file_reads``.
 
 Afterwards recorded reads older than the cutoff whose file no longer exists (orphans, e.g.
 after a store drop) are purged in chunks of 1,000.
@@ -346,23 +347,44 @@ def _lock_expiry(conn: Connection) -> None:
 def _expire_batch(
     conn: Connection, cutoff: dt.datetime, store_id: int | None, limit: int
 ) -> tuple[list[int], int]:
-    """One batch: ``(candidate ids, number of files deleted)``."""
+    """One batch: ``(candidate ids, number of files deleted)``.
+
+    Lock order as every writer's: store rows first, then file rows. The candidates are chosen
+    without a lock, their store rows are then locked ``SKIP LOCKED`` (a store a writer holds
+    is being written: its files wait for the next run), and only the candidates of the locked
+    stores are deleted, so the batch never waits for a writer and no writer waits for a file
+    row the batch holds while the batch waits for its store row (a deadlock). The counters of
+    each locked store move by what was really deleted."""
     _lock_expiry(conn)
     params = _params(cutoff, store_id)
-    select = dialect.lock_expiry_candidates(
-        conn, st.select_expiry_candidates(store_id is not None), limit
-    )
+    select = dialect.expiry_candidates(conn, st.select_expiry_candidates(store_id is not None), limit)
     candidates = conn.execute(select, params).all()
     ids = [r.file_id for r in candidates]
     if not ids:
         return ids, 0
+    wanted = sorted({r.store_id for r in candidates})
+    keys: dict[int, str] = {}
+    for chunk in st.id_chunks(wanted):
+        lock = dialect.lock_skip_locked(st.lock_stores_by_id(chunk), conn)
+        keys.update((sid, key) for sid, key in conn.execute(lock))
+    mine = [r for r in candidates if r.store_id in keys]
     if _after_candidates is not None:
         _after_candidates(conn, ids)
-    gone = _delete_expired(conn, candidates, ids, cutoff)
+    if not mine:
+        return ids, 0
+    gone = _delete_expired(conn, mine, [r.file_id for r in mine], cutoff)
     if gone:
         conn.execute(st.DELETE_FILE_READS_BY_ID, {"p_ids": [g[0] for g in gone]})
-        store_ids = sorted({g[1] for g in gone})
-        keys = {sid: key for sid, key in conn.execute(st.SELECT_STORE_KEYS, {"p_sids": store_ids})}
+        deltas: dict[int, list[int]] = {}
+        for _fid, sid, _path, chars in gone:
+            d = deltas.setdefault(sid, [0, 0])
+            d[0] -= 1
+            d[1] -= chars
+        now = dialect.utcnow()
+        conn.execute(
+            st.ADJUST_STORE,
+            [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
+        )
         _audit(
             conn,
             [_event(sid, keys.get(sid), path, "expire", "expiry", chars, None) for _, sid, path, chars in gone],

@@ -36,8 +36,8 @@ from dbmemory.errors import (
     NotFoundError,
 )
 from dbmemory.model import Caps, FileRecord, StoreRef
-from dbmemory.paths import ROOT, is_root, normalize_path, path_hash
-from dbmemory.audit import _audit_write, _event
+from dbmemory.paths import ROOT, ancestors, is_root, normalize_path, path_hash
+from dbmemory.audit import _audit, _audit_write, _event
 from dbmemory.reads import (
     get_file,
     list_directory,
@@ -178,7 +178,10 @@ def create_file(
     _require_not_root(path, "create")
     validate_text(text)
     with _savepoint(conn, f"creating {path}"):
-        store_id, store_key, caps = _lock_store_caps(conn, store)
+        made = _create_claimed(conn, store, path, text, expiry_exempt, actor)
+        if made is not None:
+            return made
+        store_id, store_key, caps, (count, total) = _lock_store_caps(conn, store)
         _check_file_chars(caps, path, len(text), None)
         facts = _facts(conn, store_id, path)
         if facts.same:
@@ -186,8 +189,8 @@ def create_file(
         _check_new_file_shape(facts, path)
         _check_store_caps(
             caps,
-            file_count=facts.file_count,
-            total_chars=facts.total_chars,
+            file_count=count,
+            total_chars=total,
             add_files=1,
             add_chars=len(text),
             path=path,
@@ -200,13 +203,62 @@ def create_file(
             ),
         )
         _audit_write(
-            conn, store_id, [_event(store_id, store_key, path, "create", actor, None, len(text))]
+            conn,
+            store_id,
+            [_event(store_id, store_key, path, "create", actor, None, len(text))],
+            1,
+            len(text),
         )
-    return _new_record(store_id, result, path, text, now, expiry_exempt)
+    return _new_record(store_id, int(result.inserted_primary_key[0]), path, text, now, expiry_exempt)
+
+
+def _create_claimed(
+    conn: Connection, store: StoreArg, path: str, text: str, expiry_exempt: bool, actor: str
+) -> FileRecord | None:
+    """The short path of a new file, three statements when the store id is known
+    (:func:`dbmemory.db.dialect.guarded_create`): lock the store row, check its caps against
+    its counters and count the file (:data:`~dbmemory.statements.CLAIM_FILE_SLOT`); insert the
+    file if its path is free (:data:`~dbmemory.statements.INSERT_FILE_IF_FREE`); the audit
+    event. ``None`` when the claim does not apply (unknown store id, missing store, a cap
+    refuses): the caller's long path then says why, with nothing changed. A taken path raises
+    here; the caller's write unit rolls the claim back."""
+    if isinstance(store, StoreRef):
+        store_id, key = store.store_id, store.store_key
+    else:
+        store_id, key = store, None
+    if store_id is None or not dialect.guarded_create(conn):
+        return None
+    now = dialect.utcnow()
+    params: dict[str, Any] = {"p_sid": store_id, "p_chars": len(text), "p_now": now}
+    if key is not None:
+        params["p_key"] = key
+        claimed = conn.execute(st.CLAIM_FILE_SLOT_BY_KEY, params)
+    else:
+        claimed = conn.execute(st.CLAIM_FILE_SLOT, params)
+    if claimed.rowcount != 1:
+        return None
+    ph = path_hash(path)
+    stmt, values = st.insert_file_if_free_params(
+        store_id, path, ph, [path_hash(a) for a in ancestors(path)], text, now,
+        expiry_exempt=expiry_exempt,
+    )
+    returning = dialect.insert_returns_id(conn)
+    result = conn.execute(st.returning_file_id(stmt) if returning else stmt, values)
+    file_id = result.scalar() if returning else (result.lastrowid if result.rowcount == 1 else None)
+    if file_id is None:
+        facts = _facts(conn, store_id, path)
+        if facts.same:
+            raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
+        _check_new_file_shape(facts, path)
+        raise ConflictError(f"creating {path} could not be completed: retry")
+    if key is None:
+        key = conn.execute(st.SELECT_STORE_KEY, {"p_sid": store_id}).scalar_one()
+    _audit(conn, [_event(store_id, key, path, "create", actor, None, len(text))])
+    return _new_record(store_id, int(file_id), path, text, now, expiry_exempt)
 
 
 def _new_record(
-    store_id: int, result: Any, path: str, text: str, now: dt.datetime, expiry_exempt: bool
+    store_id: int, file_id: int, path: str, text: str, now: dt.datetime, expiry_exempt: bool
 ) -> FileRecord:
     """The record of a file just inserted (no read-back: its id from the insert)."""
     return FileRecord(
@@ -218,7 +270,7 @@ def _new_record(
         last_accessed_at=now,
         text=text,
         store_id=store_id,
-        file_id=int(result.inserted_primary_key[0]),
+        file_id=file_id,
         expiry_exempt=bool(expiry_exempt),
     )
 
@@ -271,7 +323,9 @@ def edit_file(
     if isinstance(store, StoreRef) and known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"editing {path}"):
-        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
+        store_id, store_key, caps, (count, total), row = _lock_store_file_caps(
+            conn, store, known_id, path
+        )
         if row is None:
             probe = {"p_sid": store_id, **st.prefix_params(path)}
             if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
@@ -288,11 +342,10 @@ def edit_file(
             return old, extra
         grow = len(new_text) - old.chars
         if caps.max_store_chars is not None and grow > 0:
-            facts = _facts(conn, store_id, path)
             _check_store_caps(
                 caps,
-                file_count=facts.file_count,
-                total_chars=facts.total_chars,
+                file_count=count,
+                total_chars=total,
                 add_files=0,
                 add_chars=grow,
                 path=path,
@@ -302,7 +355,11 @@ def edit_file(
         if result.rowcount != 1:  # only possible when the store lock was bypassed
             raise ConflictError(f"{path} changed while it was being edited: retry")
         _audit_write(
-            conn, store_id, [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))]
+            conn,
+            store_id,
+            [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))],
+            0,
+            grow,
         )
     return (
         FileRecord(
@@ -370,7 +427,9 @@ def put_file(
     validate_text(text)
     known_id = store.store_id if isinstance(store, StoreRef) else store
     with _savepoint(conn, f"writing {path}"):
-        store_id, store_key, caps, row = _lock_store_file_caps(conn, store, known_id, path)
+        store_id, store_key, caps, (count, total), row = _lock_store_file_caps(
+            conn, store, known_id, path
+        )
         now = dialect.utcnow()
         if row is None:
             if expected_version not in (None, 0):
@@ -385,8 +444,8 @@ def put_file(
             if enforce_caps:
                 _check_store_caps(
                     caps,
-                    file_count=facts.file_count,
-                    total_chars=facts.total_chars,
+                    file_count=count,
+                    total_chars=total,
                     add_files=1,
                     add_chars=len(text),
                     path=path,
@@ -398,9 +457,14 @@ def put_file(
                 ),
             )
             _audit_write(
-                conn, store_id, [_event(store_id, store_key, path, "put", actor, None, len(text))]
+                conn,
+                store_id,
+                [_event(store_id, store_key, path, "put", actor, None, len(text))],
+                1,
+                len(text),
             )
-            return _new_record(store_id, result, path, text, now, bool(expiry_exempt))
+            file_id = int(result.inserted_primary_key[0])
+            return _new_record(store_id, file_id, path, text, now, bool(expiry_exempt))
         else:
             old = _record(row)
             if expected_version is not None and expected_version != old.version:
@@ -415,11 +479,10 @@ def put_file(
                 _check_file_chars(caps, path, len(text), old.chars)
             grow = len(text) - old.chars
             if enforce_caps and caps.max_store_chars is not None and grow > 0:
-                facts = _facts(conn, store_id, path)
                 _check_store_caps(
                     caps,
-                    file_count=facts.file_count,
-                    total_chars=facts.total_chars,
+                    file_count=count,
+                    total_chars=total,
                     add_files=0,
                     add_chars=grow,
                     path=path,
@@ -432,7 +495,11 @@ def put_file(
             if result.rowcount != 1:  # only possible when the store lock was bypassed
                 raise ConflictError(f"{path} changed while it was being written: retry")
             _audit_write(
-                conn, store_id, [_event(store_id, store_key, path, "put", actor, old.chars, len(text))]
+                conn,
+                store_id,
+                [_event(store_id, store_key, path, "put", actor, old.chars, len(text))],
+                0,
+                grow,
             )
             return FileRecord(
                 path=path,
@@ -472,7 +539,11 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
         if row is not None:
             conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
             _audit_write(
-                conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+                conn,
+                store_id,
+                [_event(store_id, store_key, path, "delete", actor, row.char_count, None)],
+                -1,
+                -row.char_count,
             )
             return 1
         victims = _files_under(conn, store_id, path)
@@ -486,6 +557,8 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
                 _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
                 for v in victims
             ],
+            -len(victims),
+            -sum(v.char_count for v in victims),
         )
         return len(victims)
 
@@ -541,7 +614,11 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
             return False
         conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
         _audit_write(
-            conn, store_id, [_event(store_id, store_key, path, "delete", actor, row.char_count, None)]
+            conn,
+            store_id,
+            [_event(store_id, store_key, path, "delete", actor, row.char_count, None)],
+            -1,
+            -row.char_count,
         )
         return True
 
@@ -588,13 +665,11 @@ def rename_path(
             f"cannot move {old_path} inside itself ({new_path}): choose a destination outside it",
             code="into_itself",
         )
-    if _existing_store_id(conn, store) is None:
+    known_id = _existing_store_id(conn, store)
+    if known_id is None:
         raise NotFoundError(f"the path {old_path} does not exist")
     with _savepoint(conn, f"renaming {old_path}"):
-        store_id, store_key = _lock_store(conn, store)
-        row = conn.execute(
-            st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(old_path)}
-        ).first()
+        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, old_path)
         if row is not None:
             moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
         else:
@@ -663,6 +738,8 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
                 _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
                 for v in victims
             ],
+            -len(victims),
+            -sum(v.char_count for v in victims),
         )
         return len(victims)
 

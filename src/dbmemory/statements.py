@@ -30,12 +30,19 @@ __all__ = [
     "under_directory",
     "prefix_params",
     "SELECT_STORE_ID",
+    "SELECT_STORE_KEY",
+    "returning_file_id",
     "LOCK_STORE_BY_KEY",
     "LOCK_STORE_BY_ID",
     "INSERT_STORE",
     "STORE_CAP_COLUMNS",
     "BUMP_STORE",
+    "ADJUST_STORE",
+    "CLAIM_FILE_SLOT",
+    "CLAIM_FILE_SLOT_BY_KEY",
+    "STORE_COUNTER_COLUMNS",
     "INSERT_AUDIT_BUMP",
+    "INSERT_AUDIT_ADJUST",
     "AUDIT_BUMP_COLUMNS",
     "SET_STORE_CAPS",
     "select_configured_caps",
@@ -58,6 +65,9 @@ __all__ = [
     "SELECT_WRITE_FACTS",
     "SELECT_WRITE_FACTS_TOP",
     "write_facts",
+    "INSERT_FILE_IF_FREE",
+    "INSERT_FILE_IF_FREE_TOP",
+    "insert_file_if_free_params",
     "INSERT_FILE",
     "insert_file_params",
     "UPDATE_FILE",
@@ -159,11 +169,18 @@ the generic plan PostgreSQL switches to once psycopg has prepared the statement)
 SELECT_STORE_ID = sa.select(stores.c.store_id).where(stores.c.store_key == _bp("p_key"))
 """``store_id`` of the store ``:p_key`` (no lock)."""
 
+SELECT_STORE_KEY = sa.select(stores.c.store_key).where(stores.c.store_id == _bp("p_sid"))
+"""``store_key`` of the store ``:p_sid`` (no lock; read under the lock the writer holds)."""
+
 STORE_CAP_COLUMNS = (stores.c.max_file_chars, stores.c.max_files, stores.c.max_store_chars)
 """The store's caps (revision 0002): every writer reads them from the row it locks."""
 
+STORE_COUNTER_COLUMNS = (stores.c.file_count, stores.c.total_chars)
+"""The store's counters (revision 0004): its number of files and of characters, kept exact by
+every writer under the store lock (:data:`ADJUST_STORE`), so caps are checked in O(1)."""
+
 LOCK_STORE_BY_KEY = (
-    sa.select(stores.c.store_id, stores.c.store_key, *STORE_CAP_COLUMNS)
+    sa.select(stores.c.store_id, stores.c.store_key, *STORE_CAP_COLUMNS, *STORE_COUNTER_COLUMNS)
     .where(stores.c.store_key == _bp("p_key"))
     .with_for_update()
 )
@@ -171,11 +188,17 @@ LOCK_STORE_BY_KEY = (
 this lock (or :data:`LOCK_STORE_BY_ID`) first, so writers serialise and caps cannot be raced."""
 
 LOCK_STORE_BY_ID = (
-    sa.select(stores.c.store_id, stores.c.store_key, stores.c.scope_name, *STORE_CAP_COLUMNS)
+    sa.select(
+        stores.c.store_id,
+        stores.c.store_key,
+        stores.c.scope_name,
+        *STORE_CAP_COLUMNS,
+        *STORE_COUNTER_COLUMNS,
+    )
     .where(stores.c.store_id == _bp("p_sid"))
     .with_for_update()
 )
-"""Lock the store row ``:p_sid``; returns its id, key, scope and caps."""
+"""Lock the store row ``:p_sid``; returns its id, key, scope, caps and counters."""
 
 INSERT_STORE = sa.insert(stores)
 """Create a store row; values per execute: ``store_key``, ``scope_name``, ``agent_code``,
@@ -192,6 +215,58 @@ already holds. Where :func:`dbmemory.db.dialect.bump_store_on_write` says so (Po
 Oracle), every write modifies the store row, so a second writer whose REPEATABLE READ or
 SERIALIZABLE snapshot predates the first writer's commit fails to lock the row with a
 serialisation failure instead of counting files from its stale snapshot."""
+
+ADJUST_STORE = (
+    sa.update(stores)
+    .where(stores.c.store_id == _bp("p_sid"))
+    .values(
+        file_count=stores.c.file_count + _bp("p_df", type_=sa.Integer()),
+        total_chars=stores.c.total_chars + _bp("p_dc", type_=sa.BigInteger()),
+        updated_at=_bp("p_now", type_=_TS),
+    )
+)
+"""Move store ``:p_sid``'s counters by ``:p_df`` files and ``:p_dc`` characters and set
+``updated_at = :p_now``, under the store lock the writer holds. Every write runs it (deltas 0
+for a rename), so every write modifies its store row: a writer whose REPEATABLE READ or
+SERIALIZABLE snapshot predates another writer's commit fails to lock the row (PostgreSQL,
+Oracle), and on Galera cross-node writers of one store conflict at certification."""
+
+_NEW_CHARS = _bp("p_chars", type_=sa.BigInteger())
+
+
+def _claim_file_slot(by_key: bool) -> sa.Update:
+    conditions: list[ColumnElement[bool]] = [
+        stores.c.store_id == _bp("p_sid"),
+        stores.c.max_file_chars >= _NEW_CHARS,
+        stores.c.file_count < stores.c.max_files,
+        sa.or_(
+            stores.c.max_store_chars.is_(None),
+            stores.c.total_chars + _NEW_CHARS <= stores.c.max_store_chars,
+        ),
+    ]
+    if by_key:
+        conditions.append(stores.c.store_key == _bp("p_key"))
+    return (
+        sa.update(stores)
+        .where(*conditions)
+        .values(
+            file_count=stores.c.file_count + 1,
+            total_chars=stores.c.total_chars + _NEW_CHARS,
+            updated_at=_bp("p_now", type_=_TS),
+        )
+    )
+
+
+CLAIM_FILE_SLOT = _claim_file_slot(False)
+"""A new file's first statement: lock store ``:p_sid`` and, in the same statement, check its
+caps for one more file of ``:p_chars`` characters against the locked row's counters and count
+it (``file_count + 1``, ``total_chars + :p_chars``). Rowcount 1: locked, caps hold, counted;
+0: the store is missing or a cap refuses (the caller then takes the full path, which says
+which)."""
+
+CLAIM_FILE_SLOT_BY_KEY = _claim_file_slot(True)
+""":data:`CLAIM_FILE_SLOT` that also requires ``store_key = :p_key`` (a :class:`StoreRef` with
+a remembered id)."""
 
 SET_STORE_CAPS = (
     sa.update(stores)
@@ -223,6 +298,7 @@ _LOCKED_STORE_COLUMNS = (
     stores.c.store_id.label("locked_store_id"),
     stores.c.store_key,
     *STORE_CAP_COLUMNS,
+    *STORE_COUNTER_COLUMNS,
 )
 _STORE_AND_FILE = (
     sa.select(*_LOCKED_STORE_COLUMNS, *FILE_COLUMNS)
@@ -286,6 +362,19 @@ SELECT_LISTING_BY_KEY = sa.select(*_META_COLUMNS).where(files.c.store_id == _STO
 SELECT_LISTING_DIR_BY_KEY = SELECT_LISTING_BY_KEY.where(_under())
 
 
+def _taken(table: Any, with_ancestors: bool) -> list[ColumnElement[bool]]:
+    """Conditions on ``table`` (``dbm_files`` or an alias) for the files of ``:p_sid`` that keep
+    a new file from ``:p_ph``: the same path, a file where one of its ancestor directories
+    would be (``:p_anc``), a file under it (it is a directory, :func:`prefix_params`)."""
+    under = sa.func.substr(table.c.file_path, 1, _bp("p_plen", type_=sa.Integer())) == _bp(
+        "p_prefix", type_=sa.String()
+    )
+    clash = [table.c.path_hash == _bp("p_ph"), under]
+    if with_ancestors:
+        clash.append(table.c.path_hash.in_(_bp("p_anc", expanding=True)))
+    return [table.c.store_id == _bp("p_sid"), sa.or_(*clash)]
+
+
 def _write_facts(with_ancestors: bool) -> sa.Select[Any]:
     one, zero = sa.literal(1), sa.literal(0)
     same = sa.case((files.c.path_hash == _bp("p_ph"), one), else_=zero)
@@ -297,20 +386,19 @@ def _write_facts(with_ancestors: bool) -> sa.Select[Any]:
         anc = zero
     desc = sa.case((_under(), one), else_=zero)
     return sa.select(
-        sa.func.count().label("file_count"),
-        sa.func.coalesce(sa.func.sum(files.c.char_count), 0).label("total_chars"),
         sa.func.coalesce(sa.func.sum(same), 0).label("same"),
         sa.func.coalesce(sa.func.sum(anc), 0).label("ancestor_files"),
         sa.func.coalesce(sa.func.sum(desc), 0).label("descendants"),
-    ).where(files.c.store_id == _bp("p_sid"))
+    ).where(*_taken(files, with_ancestors))
 
 
 SELECT_WRITE_FACTS = _write_facts(True)
-"""One aggregate row answering everything a new file's write must know, in one round trip.
-
-Parameters: :func:`write_facts_params`. Columns: ``file_count`` and ``total_chars`` of the
-store; ``same`` (1 when the path already exists as a file); ``ancestor_files`` (files sitting
-where the path needs a directory); ``descendants`` (files under the path: it is a directory)."""
+"""The shape facts of a new file's path in one round trip, over the store's files that clash
+with it only (file counts and characters come from the store row's counters). A ``FROM
+dbm_files``, so :func:`dbmemory.db.dialect.current_read` can make it a locking read on
+MySQL/MariaDB at REPEATABLE READ. Parameters: :func:`write_facts`. Columns (0 when none):
+``same`` (the path exists as a file); ``ancestor_files`` (a file sits where
+the path needs a directory); ``descendants`` (files under the path: it is a directory)."""
 
 SELECT_WRITE_FACTS_TOP = _write_facts(False)
 """:data:`SELECT_WRITE_FACTS` for a path directly under the root (no ancestors)."""
@@ -325,6 +413,72 @@ def write_facts(
         params["p_anc"] = list(ancestor_hashes)
         return SELECT_WRITE_FACTS, params
     return SELECT_WRITE_FACTS_TOP, params
+
+
+_NEW_FILE_VALUES = {
+    "store_id": _bp("p_sid", type_=sa.BigInteger()),
+    "file_path": _bp("p_path", type_=sa.String()),
+    "path_hash": _bp("p_ph", type_=sa.String()),
+    "body": _bp("p_body", type_=files.c.body.type),
+    "char_count": _bp("p_chars", type_=sa.Integer()),
+    "version_no": sa.literal(1, sa.Integer()),
+    "expiry_exempt": _bp("p_exempt", type_=files.c.expiry_exempt.type),
+    "created_at": _bp("p_now", type_=_TS),
+    "updated_at": _bp("p_now", type_=_TS),
+    "last_accessed_at": _bp("p_now", type_=_TS),
+}
+
+
+def _insert_file_if_free(with_ancestors: bool) -> sa.Insert:
+    taken = files.alias("f_taken")
+    values = sa.select(*(v.label(k) if not isinstance(v, BindParameter) else v for k, v in _NEW_FILE_VALUES.items())).where(
+        ~sa.exists().where(*_taken(taken, with_ancestors))
+    )
+    return sa.insert(files).from_select(list(_NEW_FILE_VALUES), values)
+
+
+INSERT_FILE_IF_FREE = _insert_file_if_free(True)
+"""Insert a new file (version 1) only if its path is free: no file at the path, none where an
+ancestor directory must be, none under it (:func:`_taken`). Runs under the store lock, after
+:data:`CLAIM_FILE_SLOT`, so its ``NOT EXISTS`` reads what the previous writer committed.
+Rowcount 1: created; 0: the path is taken (the caller reads the facts to say how).
+Parameters: :func:`insert_file_if_free_params`."""
+
+INSERT_FILE_IF_FREE_TOP = _insert_file_if_free(False)
+""":data:`INSERT_FILE_IF_FREE` for a path directly under the root (no ancestors)."""
+
+
+@functools.lru_cache(maxsize=4)
+def returning_file_id(stmt: sa.Insert) -> sa.Insert:
+    """``stmt`` returning the new ``file_id`` (built once per statement)."""
+    return stmt.returning(files.c.file_id)
+
+
+def insert_file_if_free_params(
+    store_id: int,
+    path: str,
+    path_hash: str,
+    ancestor_hashes: Sequence[str],
+    text: str,
+    now: dt.datetime,
+    *,
+    expiry_exempt: bool = False,
+) -> tuple[sa.Insert, dict[str, Any]]:
+    """The guarded insert for ``path`` and its parameters."""
+    params: dict[str, Any] = {
+        "p_sid": store_id,
+        "p_path": path,
+        "p_ph": path_hash,
+        "p_body": text if text != "" else None,
+        "p_chars": len(text),
+        "p_exempt": expiry_exempt,
+        "p_now": now,
+        **prefix_params(path),
+    }
+    if ancestor_hashes:
+        params["p_anc"] = list(ancestor_hashes)
+        return INSERT_FILE_IF_FREE, params
+    return INSERT_FILE_IF_FREE_TOP, params
 
 
 INSERT_FILE = sa.insert(files)
@@ -452,6 +606,16 @@ INSERT_AUDIT_BUMP = (
 write's audit events and the store-row bump in one round trip. Parameters per row: the audit
 columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`; a bare column name would also be
 taken as a ``SET`` of the ``UPDATE``), plus ``p_sid`` and ``p_now``."""
+
+INSERT_AUDIT_ADJUST = (
+    sa.insert(audit_events)
+    .values({name: _bp(f"p_a_{name}", type_=audit_events.c[name].type) for name in AUDIT_BUMP_COLUMNS})
+    .add_cte(ADJUST_STORE.cte("adjusted_store"))
+)
+""":data:`INSERT_AUDIT` with :data:`ADJUST_STORE` as a data-modifying ``WITH`` (PostgreSQL): a
+write's one audit event and its store counters in one round trip. Parameters: the audit
+columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`), plus ``p_sid``, ``p_df``, ``p_dc``
+and ``p_now``. One row per execute (the ``WITH`` runs once per parameter set)."""
 
 
 # -- stores (admin paths) ---------------------------------------------------------------------
@@ -798,11 +962,12 @@ def _touch_and_expiry_examples(sample: dict[str, Any]) -> dict[str, Executable]:
         # in tests/test_expiry_and_touch.py)
         "select_job_lock": SELECT_JOB_LOCK.with_for_update(),
         "select_expiry_candidates": _with_values(
-            dialect.lock_expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
+            dialect.expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
         ),
         "select_expiry_candidates_store": _with_values(
-            dialect.lock_expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
+            dialect.expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
         ),
+        "lock_expiry_stores": lock_stores_by_id([1, 2]).with_for_update(skip_locked=True),
         "delete_expired": _with_values(DELETE_EXPIRED, **values),
         "select_files_left": _with_values(SELECT_FILES_LEFT, **values),
         "select_store_keys": _with_values(SELECT_STORE_KEYS, **values),
@@ -837,6 +1002,7 @@ def example_statements() -> dict[str, Executable]:
     }
     return {
         "select_store_id": SELECT_STORE_ID,
+        "select_store_key": SELECT_STORE_KEY,
         "lock_store_by_key": LOCK_STORE_BY_KEY,
         "lock_store_by_id": LOCK_STORE_BY_ID,
         "insert_store": INSERT_STORE.values(
@@ -851,7 +1017,11 @@ def example_statements() -> dict[str, Executable]:
             max_store_chars=None,
         ),
         "bump_store": BUMP_STORE,
+        "adjust_store": ADJUST_STORE,
+        "claim_file_slot": CLAIM_FILE_SLOT,
+        "claim_file_slot_by_key": CLAIM_FILE_SLOT_BY_KEY,
         "insert_audit_bump": INSERT_AUDIT_BUMP,
+        "insert_audit_adjust": INSERT_AUDIT_ADJUST,
         "set_store_caps": SET_STORE_CAPS,
         "select_configured_caps_shared": select_configured_caps("shared", None, "TEAM"),
         "select_configured_caps_global": select_configured_caps("global", None, None),
@@ -899,6 +1069,11 @@ def example_statements() -> dict[str, Executable]:
         "select_sizes_dir_by_key": SELECT_SIZES_DIR_BY_KEY,
         "select_write_facts": _with_values(facts, **sample),
         "select_write_facts_top": SELECT_WRITE_FACTS_TOP,
+        "insert_file_if_free": _with_values(
+            *insert_file_if_free_params(1, "/memories/a/b.md", h, [h], "x" * 50, now)[:1],
+            **insert_file_if_free_params(1, "/memories/a/b.md", h, [h], "x" * 50, now)[1],
+        ),
+        "insert_file_if_free_top": INSERT_FILE_IF_FREE_TOP,
         "insert_file": INSERT_FILE.values(
             **insert_file_params(1, "/memories/a.md", h, "x" * 5000, now)
         ),

@@ -136,19 +136,28 @@ def get_or_create_store(
         return _lock_store(conn, ref)[0]
 
 
+Counts = tuple[int, int]
+"""A locked store row's counters: ``(file_count, total_chars)`` (revision 0004)."""
+
+
+def _counts(row: Any) -> Counts:
+    return int(row.file_count), int(row.total_chars)
+
+
 def _lock_store(conn: Connection, store: StoreArg) -> tuple[int, str]:
     """:func:`_lock_store_caps` without the caps: ``(store_id, store_key)``."""
-    store_id, store_key, _caps = _lock_store_caps(conn, store)
+    store_id, store_key, _caps, _n = _lock_store_caps(conn, store)
     return store_id, store_key
 
 
-def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]:
-    """Lock the store row and return ``(store_id, store_key, caps)``; create a StoreRef's row.
+def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps, Counts]:
+    """Lock the store row and return ``(store_id, store_key, caps, counters)``; create a
+    StoreRef's row.
 
     The caps are the store's own, read from the locked row (:mod:`dbmemory.caps`); a row
-    created here gets :func:`dbmemory.caps.creation_caps`. Where
-    :func:`dbmemory.db.dialect.bump_store_on_write` says so, the row is also modified
-    (:func:`_audit_write`, with the write's audit events), so writers whose snapshots predate
+    created here gets :func:`dbmemory.caps.creation_caps`. The counters are the row's
+    ``(file_count, total_chars)``, exact under the lock. Every write then modifies the row
+    (its counters, :func:`dbmemory.audit._audit_write`), so writers whose snapshots predate
     this write's commit fail to lock it (serialisation failure) instead of counting from a
     stale snapshot.
 
@@ -166,7 +175,7 @@ def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]
         if known is not None:
             row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": known}).first()
             if row is not None and row.store_key == store.store_key:
-                return row.store_id, row.store_key, caps_of_row(row)
+                return row.store_id, row.store_key, caps_of_row(row), _counts(row)
         new_caps = creation_caps(conn, store)
         try:
             with conn.begin_nested():
@@ -193,11 +202,11 @@ def _lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps]
                 raise _serialization_error(f"opening {store.store_key}")
             # dropped (drop_stores) by another transaction while this one waited
             raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
-        return row.store_id, row.store_key, caps_of_row(row)
+        return row.store_id, row.store_key, caps_of_row(row), _counts(row)
     row = conn.execute(st.LOCK_STORE_BY_ID, {"p_sid": store}).first()
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
-    return row.store_id, row.store_key, caps_of_row(row)
+    return row.store_id, row.store_key, caps_of_row(row), _counts(row)
 
 
 def _serialization_error(action: str) -> ConflictError:
@@ -220,16 +229,17 @@ def _existing_store_id(conn: Connection, store: StoreArg) -> int | None:
 def _lock_store_and_file(
     conn: Connection, store: StoreArg, known_id: int | None, path: str
 ) -> tuple[int, str, Row[Any] | None]:
-    """:func:`_lock_store_file_caps` without the caps: ``(store_id, store_key, file row)``."""
-    store_id, store_key, _caps, row = _lock_store_file_caps(conn, store, known_id, path)
+    """:func:`_lock_store_file_caps` without caps and counters: ``(store_id, store_key, file
+    row)``."""
+    store_id, store_key, _caps, _n, row = _lock_store_file_caps(conn, store, known_id, path)
     return store_id, store_key, row
 
 
 def _lock_store_file_caps(
     conn: Connection, store: StoreArg, known_id: int | None, path: str
-) -> tuple[int, str, Caps, Row[Any] | None]:
+) -> tuple[int, str, Caps, Counts, Row[Any] | None]:
     """Lock the store row, then the file row at ``path`` (locks-first order kept); return
-    ``(store_id, store_key, the store's caps, file row or None)``.
+    ``(store_id, store_key, the store's caps, its counters, file row or None)``.
 
     One statement where :func:`dbmemory.db.dialect.store_and_file_lock` allows it and the
     store id is known (``known_id``); otherwise (and when the inner-join form finds no file)
@@ -244,12 +254,12 @@ def _lock_store_file_caps(
             not isinstance(store, StoreRef) or row.store_key == store.store_key
         ):
             file_row = row if row.file_id is not None else None
-            return row.locked_store_id, row.store_key, caps_of_row(row), file_row
+            return row.locked_store_id, row.store_key, caps_of_row(row), _counts(row), file_row
         if kind == "outer" and not isinstance(store, StoreRef):
             raise NotFoundError(f"store {store} does not exist: check the store id")
-    store_id, store_key, caps = _lock_store_caps(conn, store)
+    store_id, store_key, caps, counts = _lock_store_caps(conn, store)
     row = conn.execute(st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": ph}).first()
-    return store_id, store_key, caps, row
+    return store_id, store_key, caps, counts, row
 
 
 def _check_file_chars(caps: Caps, path: str, new_chars: int, old_chars: int | None) -> None:

@@ -691,7 +691,7 @@ def set_store_caps(
         max_store_chars=max_store_chars,
     )
     with _savepoint(conn, "setting a store's caps"):
-        store_id, store_key, old = _lock_store_caps(conn, store)
+        store_id, store_key, old, _counts = _lock_store_caps(conn, store)
         conn.execute(
             SET_STORE_CAPS,
             {

@@ -34,10 +34,29 @@ from sqlalchemy.engine import Connection
 from dbmemory.db import dialect
 from dbmemory.errors import ConflictError, DbMemoryError
 
-__all__ = ["write_unit", "transaction_rolled_back"]
+__all__ = ["write_unit", "transaction_rolled_back", "mark_single_unit", "clear_single_unit"]
 
 _OWN = "dbmemory_own_transaction"
 """``conn.info`` key: set while :func:`write_unit` runs its own transaction on the connection."""
+
+_SINGLE = "dbmemory_single_unit"
+"""``conn.info`` key: the root transaction dbmemory opened for exactly one unit of work (a
+turn's MEMORY tool call, :func:`mark_single_unit`)."""
+
+
+def mark_single_unit(conn: Connection, transaction: Any) -> None:
+    """Say that ``transaction`` (a root transaction dbmemory just began on ``conn``) holds one
+    unit of work only: its first write unit then runs without a savepoint, and a failure in it
+    rolls the whole transaction back (there is nothing else in it to keep). Two statements
+    less per write (SAVEPOINT, RELEASE). The mark is used once; later or nested units take
+    savepoints as usual."""
+    conn.info[_SINGLE] = transaction
+
+
+def clear_single_unit(conn: Connection) -> None:
+    """Forget an unused :func:`mark_single_unit` mark (the call made no write)."""
+    if not conn.invalidated:
+        conn.info.pop(_SINGLE, None)
 
 
 def transaction_rolled_back(action: str, reason: str) -> ConflictError:
@@ -68,10 +87,51 @@ def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManag
             (code ``transaction_rolled_back``; the connection is invalidated).
         StorageError: any other database failure (no SQL or driver text in the message).
     """
+    single = None if conn.invalidated else conn.info.pop(_SINGLE, None)
+    if single is not None:
+        if single.is_active and conn.get_transaction() is single and not conn.in_nested_transaction():
+            return _SingleUnit(conn, action, single)
     if dialect.is_autocommit(conn) and not conn.invalidated and not _own(conn):
         if dialect.driver_in_transaction(conn) is not True:
             return _own_transaction(conn, action)
     return _Savepoint(conn, action)
+
+
+class _SingleUnit:
+    """The one write unit of a transaction dbmemory began for it (:func:`mark_single_unit`):
+    no savepoint; on any exception the whole transaction is rolled back, so nothing of the
+    unit stays, and a database error becomes a :class:`~dbmemory.errors.DbMemoryError`."""
+
+    __slots__ = ("_conn", "_action", "_tx")
+
+    def __init__(self, conn: Connection, action: str, tx: Any) -> None:
+        self._conn = conn
+        self._action = action
+        self._tx = tx
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            return False
+        reason = (
+            dialect.lost_transaction_reason(exc, self._conn)
+            if isinstance(exc, sa.exc.SQLAlchemyError)
+            else None
+        )
+        try:
+            if self._tx.is_active:
+                self._tx.rollback()
+        except Exception:  # the connection may be gone; nothing of the unit was committed
+            pass
+        if isinstance(exc, sa.exc.SQLAlchemyError):
+            if reason is not None:
+                raise ConflictError(
+                    f"{self._action} failed because {reason}; nothing was changed: retry the command"
+                ) from exc
+            raise dialect.translate_db_error(exc, self._action) from exc
+        return False
 
 
 def _own(conn: Connection) -> bool:

@@ -36,6 +36,7 @@ from dbmemory.agent.litellm_tools import (
     tool_call_parts,
 )
 from dbmemory.llm import Completion, CompleteFn
+from dbmemory.txn import clear_single_unit, mark_single_unit
 
 __all__ = ["Db", "Model", "Tool", "TurnConnection", "drive_sync", "drive_async", "sync_complete"]
 # the drivers return what the generator returns: a dbmemory.agent.turn.TurnResult
@@ -113,16 +114,20 @@ class TurnConnection:
             return fn()
         self.idle()
         trans = self.conn.begin()
+        mark_single_unit(self.conn, trans)  # the call is the transaction's one unit: no savepoint
         try:
             record = fn()
         except BaseException:
             trans.rollback()
             raise
+        finally:
+            clear_single_unit(self.conn)
         try:
             if trans.is_active:
                 trans.commit()
                 return record
-            trans.rollback()  # the tool's failure ended the transaction; its answer says so
+            if self.conn.get_transaction() is trans:
+                trans.rollback()  # the tool's failure ended the transaction; its answer says so
             return record
         except Exception as exc:  # the commit failed: the change is not there
             from dbmemory.db.dialect import translate_db_error

@@ -49,6 +49,7 @@ __all__ = [
     "file_read_upsert",
     "job_lock",
     "lock_expiry_candidates",
+    "expiry_candidates",
     "delete_returning",
     "touch_connection_setup",
     "snapshot_isolation",
@@ -59,6 +60,8 @@ __all__ = [
     "store_and_file_lock",
     "bump_store_on_write",
     "store_bump",
+    "guarded_create",
+    "insert_returns_id",
     "serialization_failure",
     "engine_defaults",
     "transaction_lost",
@@ -518,6 +521,15 @@ def lock_expiry_candidates(
     return stmt.limit(limit).with_for_update(skip_locked=True)
 
 
+def expiry_candidates(
+    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
+) -> sa.Select[Any]:
+    """``stmt`` limited to ``limit`` rows, without a lock (the expiry locks the candidates'
+    store rows next, ``SKIP LOCKED``: writers' order, store row first). Oracle 19c: ``FETCH
+    FIRST``; elsewhere ``LIMIT``."""
+    return stmt.limit(limit)
+
+
 def delete_returning(bind: Connection | Engine | Dialect) -> bool:
     """Whether the expiry learns what it deleted from ``DELETE ... RETURNING`` (PostgreSQL,
     MariaDB 10.0.5+). Elsewhere it selects which candidates are left, in the same transaction
@@ -683,45 +695,53 @@ def store_and_file_lock(bind: Connection) -> str | None:
 
 
 def bump_store_on_write(bind: Connection) -> bool:
-    """Whether every write must also modify its store row
-    (:data:`dbmemory.statements.BUMP_STORE`) for caps and shape to hold at every isolation
-    level.
+    """Whether every write modifies its store row: True on every backend since revision 0004,
+    whose counters (``file_count``, ``total_chars``) every write moves
+    (:data:`dbmemory.statements.ADJUST_STORE`, deltas 0 for a rename).
 
-    True on PostgreSQL and Oracle: at REPEATABLE READ / SERIALIZABLE a writer reads from a
-    snapshot taken at its transaction's first statement, so after the store lock is granted
-    its count of files and characters (and its file/directory shape check) can miss another
-    writer's commit. When every write modifies the store row, locking that row fails with a
-    serialisation failure (PostgreSQL SQLSTATE 40001, Oracle ORA-08177) instead, and the
-    caller is told to retry the whole transaction. Locking a row that was only locked, not
-    changed, would not fail. At READ COMMITTED the bump changes nothing but costs one statement.
-
-    True on a MariaDB Galera cluster node (``wsrep_on = ON``): the store-row lock is local to
-    a node (Galera does not replicate ``FOR UPDATE``), so two writers of one store on two nodes
-    would both "hold" it, both see room under the caps, and both commit. When both modify the
-    store row, their write sets conflict at certification and the later one fails at
-    ``COMMIT`` (error 1213): caps and shape hold across nodes.
-
-    False on a single MySQL/MariaDB server, whose reads under the store lock are locking reads
-    that see the latest committed rows (:func:`current_read`, :func:`store_and_file_lock`), and
-    on SQLite (one writer at a time, ``BEGIN IMMEDIATE``).
+    That is also what keeps caps and shape at REPEATABLE READ / SERIALIZABLE on PostgreSQL and
+    Oracle: a writer whose snapshot predates another writer's commit fails to lock the modified
+    row (SQLSTATE 40001, ORA-08177) instead of checking from a stale snapshot. On MySQL/MariaDB
+    the reads under the store lock see the latest rows anyway (:func:`current_read`,
+    :func:`store_and_file_lock`); on Galera the modified store row makes cross-node writers of
+    one store conflict at certification, so the store lock holds across nodes too.
     """
     return store_bump(bind) is not None
 
 
 def store_bump(bind: Connection) -> str | None:
-    """How a write modifies its store row (see :func:`bump_store_on_write`): ``"cte"`` on
+    """How a write moves its store row's counters (:func:`bump_store_on_write`): ``"cte"`` on
     PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
-    :data:`dbmemory.statements.INSERT_AUDIT_BUMP`), ``"statement"`` on Oracle (no DML in
-    ``WITH``: :data:`dbmemory.statements.BUMP_STORE` before the audit insert) and on a Galera
-    cluster node (:func:`is_galera`), ``None`` on a single MySQL/MariaDB server and SQLite."""
-    name = bind.dialect.name
-    if name == "postgresql":
+    :data:`dbmemory.statements.INSERT_AUDIT_ADJUST`), ``"statement"`` elsewhere
+    (:data:`dbmemory.statements.ADJUST_STORE` before the audit insert: Oracle, MySQL/MariaDB
+    and SQLite have no DML in ``WITH``)."""
+    if bind.dialect.name == "postgresql":
         return "cte"
-    if name == "oracle":
-        return "statement"
-    if name in ("mysql", "mariadb") and is_galera(bind):
-        return "statement"
-    return None
+    return "statement"
+
+
+def guarded_create(bind: Connection) -> bool:
+    """Whether a new file is created by the short path: the caps checked and counted while
+    the store row is locked (:data:`dbmemory.statements.CLAIM_FILE_SLOT`), then an insert that
+    checks the path is free in the same statement
+    (:data:`dbmemory.statements.INSERT_FILE_IF_FREE`). True on PostgreSQL (``RETURNING``),
+    MySQL/MariaDB and SQLite (the driver's ``lastrowid``); False on Oracle, where ``INSERT ...
+    SELECT`` cannot return the new id and the CLOB would be bound in a select list: the
+    long path (lock, facts, insert) runs there. Also False on MySQL/MariaDB at REPEATABLE
+    READ (a host engine's default): the ``NOT EXISTS`` of an ``INSERT ... SELECT`` reads the
+    transaction's snapshot there, not the latest rows (measured: two racing creates of ``/a``
+    and ``/a/b.md`` both succeeded), so the long path's locking read (:func:`current_read`)
+    runs instead."""
+    name = bind.dialect.name
+    if name in ("mysql", "mariadb"):
+        return not _mysql_repeatable(bind)
+    return name in ("postgresql", "sqlite")
+
+
+def insert_returns_id(bind: Connection) -> bool:
+    """Whether the short create path learns the new file's id from ``RETURNING`` (PostgreSQL)
+    rather than from the driver's ``lastrowid`` (SQLite, MySQL/MariaDB)."""
+    return bind.dialect.name == "postgresql"
 
 
 def is_galera(bind: Connection) -> bool:

@@ -70,10 +70,14 @@ _ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC} (
   v_sizes     t_numbers;
   v_paths     t_paths;
   v_batch     PLS_INTEGER;
-  CURSOR c_candidates (p_cutoff TIMESTAMP) IS
-    SELECT f.file_id
-      FROM dbm_files f
-     WHERE {_rule("f", "p_cutoff", "0")}
+  -- writers' lock order: store rows first (SKIP LOCKED: a store being written waits for the
+  -- next run), then the expired files of the stores held
+  CURSOR c_stores (p_cutoff TIMESTAMP) IS
+    SELECT s.store_id
+      FROM dbm_stores s
+     WHERE EXISTS (SELECT 1 FROM dbm_files f
+                    WHERE f.store_id = s.store_id
+                      AND {_rule("f", "p_cutoff", "0")})
        FOR UPDATE SKIP LOCKED;
 BEGIN
   IF {_DAYS_BAD} THEN
@@ -85,16 +89,24 @@ BEGIN
   LOOP
     -- a table lock: reads being recorded hold it in ROW SHARE mode (dbmemory.db.dialect.job_lock)
     LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
-    OPEN c_candidates(v_cutoff);
-    FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;
-    CLOSE c_candidates;
+    OPEN c_stores(v_cutoff);
+    FETCH c_stores BULK COLLECT INTO v_ids LIMIT c_batch_size;
+    CLOSE c_stores;
     EXIT WHEN v_ids.COUNT = 0;
     FORALL i IN 1 .. v_ids.COUNT
       DELETE FROM dbm_files f
-       WHERE f.file_id = v_ids(i)
+       WHERE f.store_id = v_ids(i)
          AND {_rule("f", "v_cutoff", "0")}
       RETURNING f.file_id, f.store_id, f.file_path, f.char_count
         BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;
+    -- the counters of the stores held, recounted under their locks
+    FORALL i IN 1 .. v_ids.COUNT
+      UPDATE dbm_stores s
+         SET s.file_count = (SELECT COUNT(*) FROM dbm_files f WHERE f.store_id = s.store_id),
+             s.total_chars = (SELECT NVL(SUM(f.char_count), 0) FROM dbm_files f
+                               WHERE f.store_id = s.store_id),
+             s.updated_at = v_now
+       WHERE s.store_id = v_ids(i);
     FORALL i IN 1 .. v_file_ids.COUNT
       INSERT INTO dbm_audit_events
         (store_id, store_key, file_path, action_name, actor_name,
@@ -153,29 +165,44 @@ BEGIN
     LOOP
         -- reads being recorded hold this row FOR SHARE (dbmemory.touch)
         PERFORM 1 FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
-        WITH doomed AS (
-            SELECT f.file_id
+        -- writers' lock order: store rows first (SKIP LOCKED: a store being written waits for
+        -- the next run), then the file rows; the store counters move by what is really gone
+        WITH candidates AS (
+            SELECT f.file_id, f.store_id
               FROM dbm_files f
              WHERE {_rule("f", "v_cutoff", "false")}
              ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE OF f SKIP LOCKED
+        ), held AS (
+            SELECT s.store_id, s.store_key
+              FROM dbm_stores s
+             WHERE s.store_id IN (SELECT c.store_id FROM candidates c)
+               FOR UPDATE SKIP LOCKED
         ), gone AS (
             DELETE FROM dbm_files f
-             USING doomed d
-             WHERE f.file_id = d.file_id
+             USING candidates c, held h
+             WHERE f.file_id = c.file_id
+               AND h.store_id = c.store_id
                AND {_rule("f", "v_cutoff", "false")}
             RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        ), counted AS (
+            UPDATE dbm_stores s
+               SET file_count = s.file_count - t.n,
+                   total_chars = s.total_chars - t.chars,
+                   updated_at = v_now
+              FROM (SELECT g.store_id, count(*) AS n, sum(g.char_count) AS chars
+                      FROM gone g GROUP BY g.store_id) t
+             WHERE s.store_id = t.store_id
         ), forgotten AS (
             DELETE FROM dbm_file_reads fr USING gone g WHERE fr.file_id = g.file_id
         )
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, created_at)
-        SELECT g.store_id, s.store_key, g.file_path, 'expire', '{EXPIRY_ACTOR}',
+        SELECT g.store_id, h.store_key, g.file_path, 'expire', '{EXPIRY_ACTOR}',
                g.char_count, NULL, v_now
           FROM gone g
-          LEFT JOIN dbm_stores s ON s.store_id = g.store_id
+          JOIN held h ON h.store_id = g.store_id
          ORDER BY g.file_id;
         GET DIAGNOSTICS v_batch = ROW_COUNT;
         COMMIT;
@@ -215,6 +242,7 @@ BEGIN
     BEGIN
         ROLLBACK;
         DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
+        DROP TEMPORARY TABLE IF EXISTS dbm_expire_stores;
         RESIGNAL;
     END;
     IF {_DAYS_BAD} THEN
@@ -233,24 +261,43 @@ BEGIN
         file_path VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
         char_count INT NULL
     );
+    DROP TEMPORARY TABLE IF EXISTS dbm_expire_stores;
+    CREATE TEMPORARY TABLE dbm_expire_stores (store_id BIGINT NOT NULL PRIMARY KEY);
     batch_loop: LOOP
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
         -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
         SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         DELETE FROM dbm_expire_batch;
+        DELETE FROM dbm_expire_stores;
         INSERT INTO dbm_expire_batch (file_id, store_id, file_path, char_count)
             SELECT f.file_id, f.store_id, f.file_path, f.char_count
               FROM dbm_files f
              WHERE {_rule("f", "v_cutoff", "0")}
              ORDER BY f.file_id
-             LIMIT c_batch_size
+             LIMIT c_batch_size;
+        -- writers' lock order: store rows first (SKIP LOCKED: a store being written waits for
+        -- the next run), then the file rows of the stores held
+        INSERT INTO dbm_expire_stores (store_id)
+            SELECT s.store_id
+              FROM dbm_stores s
+             WHERE s.store_id IN (SELECT b.store_id FROM dbm_expire_batch b)
                FOR UPDATE SKIP LOCKED;
+        DELETE b FROM dbm_expire_batch b
+          LEFT JOIN dbm_expire_stores h ON h.store_id = b.store_id
+         WHERE h.store_id IS NULL;
         -- delete with the rule again, then keep in the batch only what is really gone
         DELETE f FROM dbm_files f
           JOIN dbm_expire_batch b ON b.file_id = f.file_id
          WHERE {_rule("f", "v_cutoff", "0")};
         DELETE b FROM dbm_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
+        -- the store counters move by what is gone
+        UPDATE dbm_stores s
+          JOIN (SELECT b.store_id, COUNT(*) AS n, SUM(b.char_count) AS chars
+                  FROM dbm_expire_batch b GROUP BY b.store_id) t ON t.store_id = s.store_id
+           SET s.file_count = s.file_count - t.n,
+               s.total_chars = s.total_chars - t.chars,
+               s.updated_at = v_now;
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, created_at)
@@ -287,6 +334,7 @@ BEGIN
         END IF;
     END LOOP purge_loop;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
+    DROP TEMPORARY TABLE IF EXISTS dbm_expire_stores;
 END"""
 
 _MYSQL_DAYS = f"""CREATE FUNCTION {_MYSQL_DAYS_FUNC}() RETURNS INT

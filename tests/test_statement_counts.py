@@ -1,0 +1,142 @@
+"""Statements per MEMORY tool command (issue 12), counted, never timed: every statement the
+tool's connection sends is seen by a ``before_cursor_execute`` listener. The budgets are what
+the write path sends today with every guarantee kept; a change that adds a statement to a hot
+path fails here.
+
+Two ways a command runs: in the **caller's** transaction (a savepoint pair around each write,
+so a failed statement leaves the caller's transaction usable) and as a **turn's tool call**
+(:func:`dbmemory.txn.mark_single_unit`: the transaction holds the one call, so no savepoint;
+a failure rolls the whole transaction back). Counts exclude BEGIN/COMMIT; a turn's write adds
+those two wire round trips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from dbmemory import enable_for_agent
+from dbmemory.db.schema import files, stores
+from dbmemory.tool import MemoryTool
+from dbmemory.txn import clear_single_unit, mark_single_unit
+
+# statements without SAVEPOINT/RELEASE, for a reused tool on a store with files
+BUDGET = {
+    "create": {"postgresql": 3, "mysql": 3, "sqlite": 3},
+    "view directory": {"postgresql": 1, "mysql": 1, "sqlite": 1},
+    "view file": {"postgresql": 1, "mysql": 1, "sqlite": 1},
+    "str_replace": {"postgresql": 3, "mysql": 4, "sqlite": 4},
+    "insert": {"postgresql": 3, "mysql": 4, "sqlite": 4},
+    "rename": {"postgresql": 4, "mysql": 5, "sqlite": 5},
+    "delete": {"postgresql": 3, "mysql": 4, "sqlite": 4},
+}
+
+COMMANDS: list[tuple[str, dict[str, Any]]] = [
+    ("create", {"command": "create", "path": "/memories/p/a.md", "file_text": "hello world\nline 2"}),
+    ("view directory", {"command": "view", "path": "/memories"}),
+    ("view file", {"command": "view", "path": "/memories/p/a.md"}),
+    ("str_replace", {"command": "str_replace", "path": "/memories/p/a.md", "old_str": "hello", "new_str": "bye"}),
+    ("insert", {"command": "insert", "path": "/memories/p/a.md", "insert_line": 1, "insert_text": "new"}),
+    ("rename", {"command": "rename", "old_path": "/memories/p/a.md", "new_path": "/memories/q/a.md"}),
+    ("delete", {"command": "delete", "path": "/memories/q/a.md"}),
+]
+
+
+class Counter:
+    def __init__(self, engine: Engine, conn: Connection) -> None:
+        self.engine = engine
+        self.dbapi = conn.connection.dbapi_connection
+        self.log: list[str] = []
+
+    def _on(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if conn.connection.dbapi_connection is self.dbapi and not statement.lstrip().upper().startswith("BEGIN"):
+            self.log.append(statement.split(None, 1)[0].upper())
+
+    def __enter__(self) -> Counter:
+        sa.event.listen(self.engine, "before_cursor_execute", self._on)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sa.event.remove(self.engine, "before_cursor_execute", self._on)
+
+
+@pytest.fixture
+def seeded(engine: Engine) -> Iterator[tuple[Connection, MemoryTool]]:
+    if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        pass
+    with engine.begin() as c:
+        enable_for_agent(c, "RT")
+    conn = engine.connect()
+    tool = MemoryTool(conn, "RT")
+    conn.commit()
+    with conn.begin():
+        assert "created" in tool.execute({"command": "create", "path": "/memories/seed.md", "file_text": "s"})
+    try:
+        yield conn, tool
+    finally:
+        conn.close()
+
+
+def _family(engine: Engine) -> str:
+    return "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name
+
+
+@pytest.mark.parametrize("mode", ["caller", "turn"])
+def test_statements_per_command_stay_within_the_budget(
+    engine: Engine, seeded: tuple[Connection, MemoryTool], mode: str
+) -> None:
+    conn, tool = seeded
+    family = _family(engine)
+    seen: dict[str, list[str]] = {}
+    for name, args in COMMANDS:
+        with Counter(engine, conn) as counter:
+            trans = conn.begin()
+            if mode == "turn":
+                mark_single_unit(conn, trans)
+            out = tool.execute(args)
+            clear_single_unit(conn)
+            trans.commit()
+        assert not out.startswith("Error"), (name, out)
+        seen[name] = counter.log
+    for name, log in seen.items():
+        savepoints = [s for s in log if s in ("SAVEPOINT", "RELEASE")]
+        statements = [s for s in log if s not in ("SAVEPOINT", "RELEASE")]
+        assert len(statements) <= BUDGET[name][family], (name, log)
+        if name.startswith("view"):
+            assert savepoints == [], (name, log)
+        else:
+            assert len(savepoints) == (2 if mode == "caller" else 0), (name, log)
+
+
+def test_a_failed_write_of_a_turns_tool_call_leaves_nothing(
+    engine: Engine, seeded: tuple[Connection, MemoryTool]
+) -> None:
+    """Without a savepoint, a write refused after its first statement (a create whose path
+    is taken: the caps were already counted) rolls the whole call back: counters, files and
+    audit events are as before, and the connection is usable."""
+    conn, tool = seeded
+    with engine.connect() as c:
+        before = c.execute(sa.select(stores.c.file_count, stores.c.total_chars)).all()
+        n_files = c.execute(sa.select(sa.func.count()).select_from(files)).scalar_one()
+    for args in (
+        {"command": "create", "path": "/memories/seed.md", "file_text": "again"},
+        {"command": "create", "path": "/memories/seed.md/inner.md", "file_text": "under a file"},
+    ):
+        trans = conn.begin()
+        mark_single_unit(conn, trans)
+        out = tool.execute(args)
+        clear_single_unit(conn)
+        assert out.startswith("Error"), out
+        if trans.is_active:  # what a turn does after the tool answered (it commits what is left)
+            trans.commit()
+        elif conn.get_transaction() is not None:
+            conn.rollback()
+    with engine.connect() as c:
+        assert c.execute(sa.select(stores.c.file_count, stores.c.total_chars)).all() == before
+        assert c.execute(sa.select(sa.func.count()).select_from(files)).scalar_one() == n_files
+    with conn.begin():
+        assert "created" in tool.execute({"command": "create", "path": "/memories/ok.md", "file_text": "ok"})
