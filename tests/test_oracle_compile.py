@@ -234,6 +234,8 @@ def _schema_identifiers() -> Iterator[tuple[str, str]]:
     """(kind, name) of every name the schema, the view, the version table and the expiry
     scripts put into the database."""
     yield "view", schema.FILE_LIST_VIEW
+    yield "view", schema.AUDIT_REPORT_VIEW
+    yield "procedure", "dbm_expire_items"
     yield "table", schema.VERSION_TABLE
     yield "constraint", f"{schema.VERSION_TABLE}_pkc"
     yield "procedure", "dbm_expire_files"
