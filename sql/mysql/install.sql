@@ -156,7 +156,67 @@ UPDATE dbm_stores SET store_key=(concat('context:store:', substr(dbm_stores.stor
 
 UPDATE dbm_alembic_version SET version_num='0002' WHERE dbm_alembic_version.version_num = '0001';
 
--- Running upgrade 0002 -> 0004
+-- Running upgrade 0002 -> 0003
+
+CREATE TABLE dbm_items (
+    item_id BIGINT NOT NULL AUTO_INCREMENT,
+    org_id VARCHAR(200) NOT NULL,
+    user_key VARCHAR(200) NOT NULL COMMENT 'encoded user id',
+    item_text VARCHAR(1000) NOT NULL COMMENT 'at most 1,000 characters',
+    char_count INTEGER NOT NULL,
+    text_hash VARCHAR(64) NOT NULL COMMENT 'sha256 of the normalised text',
+    item_kind VARCHAR(10) NOT NULL COMMENT 'manual or auto',
+    retention_class VARCHAR(20) NOT NULL,
+    confidence NUMERIC(4, 3),
+    source_chat_id VARCHAR(200),
+    source_turn_at DATETIME(6),
+    created_at DATETIME(6) NOT NULL,
+    updated_at DATETIME(6) NOT NULL,
+    last_used_at DATETIME(6),
+    expires_at DATETIME(6) COMMENT 'NULL: never (permanent)',
+    deleted_at DATETIME(6) COMMENT 'soft delete; NULL: live',
+    version_no INTEGER NOT NULL,
+    CONSTRAINT pk_dbm_items PRIMARY KEY (item_id)
+)ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_bin;
+
+CREATE INDEX ix_dbm_items_user ON dbm_items (org_id, user_key);
+
+CREATE INDEX ix_dbm_items_expires ON dbm_items (expires_at);
+
+CREATE INDEX ix_dbm_items_deleted ON dbm_items (deleted_at);
+
+CREATE TABLE dbm_org_settings (
+    org_id VARCHAR(200) NOT NULL,
+    setting_name VARCHAR(50) NOT NULL,
+    setting_value VARCHAR(500) NOT NULL,
+    updated_at DATETIME(6) NOT NULL,
+    CONSTRAINT pk_dbm_org_settings PRIMARY KEY (org_id, setting_name)
+)ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_bin;
+
+CREATE TABLE dbm_memory_switches (
+    org_id VARCHAR(200) NOT NULL,
+    user_key VARCHAR(200) NOT NULL,
+    memory_on BOOL NOT NULL,
+    updated_at DATETIME(6) NOT NULL,
+    CONSTRAINT pk_dbm_memory_switches PRIMARY KEY (org_id, user_key)
+)ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_bin;
+
+ALTER TABLE dbm_audit_events ADD COLUMN org_id VARCHAR(200) COMMENT 'organisation (revision 0003)';
+
+ALTER TABLE dbm_audit_events ADD COLUMN user_key VARCHAR(200) COMMENT 'subject user, encoded (0003)';
+
+ALTER TABLE dbm_audit_events ADD COLUMN item_id BIGINT COMMENT 'memory item; no foreign key (0003)';
+
+CREATE INDEX ix_dbm_audit_events_user ON dbm_audit_events (user_key, created_at);
+
+CREATE INDEX ix_dbm_audit_events_org ON dbm_audit_events (org_id, created_at);
+
+CREATE VIEW dbm_audit_report_v AS SELECT dbm_audit_events.event_id, dbm_audit_events.created_at, dbm_audit_events.action_name, dbm_audit_events.actor_name, dbm_audit_events.org_id, dbm_audit_events.user_key, dbm_audit_events.item_id, dbm_audit_events.store_key, dbm_audit_events.file_path, dbm_audit_events.chars_before, dbm_audit_events.chars_after, dbm_audit_events.detail_text
+FROM dbm_audit_events;
+
+UPDATE dbm_alembic_version SET version_num='0003' WHERE dbm_alembic_version.version_num = '0002';
+
+-- Running upgrade 0003 -> 0004
 
 ALTER TABLE dbm_stores ADD COLUMN file_count INTEGER NOT NULL COMMENT 'files in the store, kept by every writer under the store lock' DEFAULT 0;
 
@@ -168,4 +228,4 @@ WHERE dbm_files.store_id = dbm_stores.store_id), total_chars=(SELECT coalesce(su
 FROM dbm_files
 WHERE dbm_files.store_id = dbm_stores.store_id);
 
-UPDATE dbm_alembic_version SET version_num='0004' WHERE dbm_alembic_version.version_num = '0002';
+UPDATE dbm_alembic_version SET version_num='0004' WHERE dbm_alembic_version.version_num = '0003';

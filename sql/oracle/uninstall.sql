@@ -20,16 +20,43 @@ BEGIN
   IF v_count > 0 THEN
     EXECUTE IMMEDIATE 'DROP PROCEDURE dbm_expire_files';
   END IF;
+  SELECT COUNT(*) INTO v_count FROM user_objects
+   WHERE object_name = 'DBM_EXPIRE_ITEMS' AND object_type = 'PROCEDURE';
+  IF v_count > 0 THEN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE dbm_expire_items';
+  END IF;
 END;
 /
 
--- Running downgrade 0004 -> 0002
+-- Running downgrade 0004 -> 0003
 
 ALTER TABLE dbm_stores DROP COLUMN total_chars;
 
 ALTER TABLE dbm_stores DROP COLUMN file_count;
 
-UPDATE dbm_alembic_version SET version_num='0002' WHERE dbm_alembic_version.version_num = '0004';
+UPDATE dbm_alembic_version SET version_num='0003' WHERE dbm_alembic_version.version_num = '0004';
+
+-- Running downgrade 0003 -> 0002
+
+DROP VIEW dbm_audit_report_v;
+
+DROP INDEX ix_dbm_audit_events_org;
+
+DROP INDEX ix_dbm_audit_events_user;
+
+ALTER TABLE dbm_audit_events DROP COLUMN item_id;
+
+ALTER TABLE dbm_audit_events DROP COLUMN user_key;
+
+ALTER TABLE dbm_audit_events DROP COLUMN org_id;
+
+DROP TABLE dbm_memory_switches PURGE;
+
+DROP TABLE dbm_org_settings PURGE;
+
+DROP TABLE dbm_items PURGE;
+
+UPDATE dbm_alembic_version SET version_num='0002' WHERE dbm_alembic_version.version_num = '0003';
 
 -- Running downgrade 0002 -> 0001
 

@@ -16,14 +16,37 @@ END
 $$;
 
 DROP PROCEDURE IF EXISTS dbm_expire_files(numeric, bigint);
+DROP PROCEDURE IF EXISTS dbm_expire_items(bigint, bigint);
 
--- Running downgrade 0004 -> 0002
+-- Running downgrade 0004 -> 0003
 
 ALTER TABLE dbm_stores DROP COLUMN total_chars;
 
 ALTER TABLE dbm_stores DROP COLUMN file_count;
 
-UPDATE dbm_alembic_version SET version_num='0002' WHERE dbm_alembic_version.version_num = '0004';
+UPDATE dbm_alembic_version SET version_num='0003' WHERE dbm_alembic_version.version_num = '0004';
+
+-- Running downgrade 0003 -> 0002
+
+DROP VIEW dbm_audit_report_v;
+
+DROP INDEX ix_dbm_audit_events_org;
+
+DROP INDEX ix_dbm_audit_events_user;
+
+ALTER TABLE dbm_audit_events DROP COLUMN item_id;
+
+ALTER TABLE dbm_audit_events DROP COLUMN user_key;
+
+ALTER TABLE dbm_audit_events DROP COLUMN org_id;
+
+DROP TABLE dbm_memory_switches;
+
+DROP TABLE dbm_org_settings;
+
+DROP TABLE dbm_items;
+
+UPDATE dbm_alembic_version SET version_num='0002' WHERE dbm_alembic_version.version_num = '0003';
 
 -- Running downgrade 0002 -> 0001
 

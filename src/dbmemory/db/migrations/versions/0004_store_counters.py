@@ -1,7 +1,7 @@
 """Store counters: the number of files and characters of a store kept on its row.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 
 ``dbm_stores`` gains ``file_count`` and ``total_chars`` (both ``NOT NULL``, default 0),
 backfilled here from ``dbm_files``. Every writer of a store changes them under the store-row
@@ -25,7 +25,7 @@ from alembic import op
 from dbmemory.db.dialect import oracle_object_exists
 
 revision: str = "0004"
-down_revision: str | Sequence[str] | None = "0002"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
