@@ -79,7 +79,7 @@ class ExtractionResult:
         added: ids of the items added.
         updated: ids of the items whose text an ``update`` replaced.
         same: ids of the items a candidate repeated (marked used).
-        evicted: ids of the auto items the 100-item rule removed.
+        evicted: how many auto items the 100-item rule removed to make room.
         dropped: candidates not written, per reason (see
             :data:`~dbmemory.items.runtime_metrics.DROP_REASONS`).
         calls: every model call, in order.
@@ -91,7 +91,7 @@ class ExtractionResult:
     added: list[Any] = field(default_factory=list)
     updated: list[Any] = field(default_factory=list)
     same: list[Any] = field(default_factory=list)
-    evicted: list[Any] = field(default_factory=list)
+    evicted: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     calls: list[ModelCall] = field(default_factory=list)
     summary: str | None = None
@@ -354,7 +354,7 @@ def extract_items(
             if not data.memory_on(conn, org_id, user_id):
                 raise _Stop("disabled", "memory switch off")
             if chat_id is not None and not data.claim_chat(
-                conn, org_id, user_id, chat_id, when, window_s=settings.skip_window_s
+                conn, org_id, user_id, chat_id, when, window_s=settings.skip_window_seconds
             ):
                 raise _Stop("skipped", "skip window")
         use_model = settings.extraction_model or model
@@ -405,8 +405,9 @@ def extract_items(
         counters.failure("extract")
     finally:
         counters.extraction(result.outcome, time.perf_counter() - started)
-        for action in ("added", "updated", "same", "evicted"):
+        for action in ("added", "updated", "same"):
             counters.written(action, len(getattr(result, action)))
+        counters.written("evicted", result.evicted)
         for reason, count in result.dropped.items():
             counters.dropped(reason, count)
     if summarize and result.outcome in ("written", "nothing"):

@@ -87,7 +87,7 @@ def fold_items(
         with engine.begin() as conn:
             settings = data.load_settings(conn, org_id)
             pending = data.items_since_fold(conn, org_id, user_id, now=now)
-            if not pending or (len(pending) < settings.items_per_summary and not force):
+            if not pending or (len(pending) < settings.summary_every_items and not force):
                 return None
             state = load_user_memory(conn, user_id, config=cfg, model=use_model)
         fixed = now
