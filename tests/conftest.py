@@ -50,6 +50,9 @@ from dbmemory.db.engine import create_engine, normalize_url, redact_url
 __all__ = ["DATA_TABLES", "SERVERS", "clean_tables", "in_ci", "other_connection_for"]
 
 DATA_TABLES = (
+    "dbm_items",
+    "dbm_org_settings",
+    "dbm_memory_switches",
     "dbm_audit_events",
     "dbm_file_reads",
     "dbm_files",

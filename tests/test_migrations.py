@@ -30,6 +30,9 @@ TABLES = {
     "dbm_user_settings",
     "dbm_file_reads",
     "dbm_job_locks",
+    "dbm_items",
+    "dbm_org_settings",
+    "dbm_memory_switches",
 }
 
 
@@ -100,6 +103,8 @@ def _category(type_: sa.types.TypeEngine, dialect: Dialect) -> tuple[str, int | 
         return ("int", None)
     if isinstance(type_, sa.Numeric) and not getattr(type_, "scale", None):
         return ("int", None)  # Oracle NUMBER(19) / INTEGER
+    if isinstance(type_, sa.Numeric):
+        return ("fixed", type_.scale)  # NUMERIC(p, s) reflects as NUMERIC or DECIMAL
     if isinstance(type_, (sa.DateTime, sa.TIMESTAMP)):
         return ("datetime", None)
     if isinstance(type_, (sa.Text, sa.CLOB)) or (
@@ -319,7 +324,10 @@ def test_nothing_migrates_on_import(tmp_path: Path) -> None:
     assert not db.exists()
 
 
-ALTERED_TABLES = {"dbm_stores": ("max_file_chars", "max_files", "max_store_chars")}
+ALTERED_TABLES = {
+    "dbm_stores": ("max_file_chars", "max_files", "max_store_chars"),
+    "dbm_audit_events": ("org_id", "user_key", "item_id"),
+}
 """Tables that a revision after their creation changed, with the columns it added."""
 
 

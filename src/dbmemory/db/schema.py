@@ -26,6 +26,11 @@ __all__ = [
     "file_reads",
     "job_locks",
     "EXPIRY_LOCK",
+    "items",
+    "org_settings",
+    "memory_switches",
+    "AUDIT_REPORT_VIEW",
+    "audit_report_view_select",
     "FILE_LIST_VIEW",
     "file_list_view_select",
     "VERSION_TABLE",
@@ -155,8 +160,13 @@ audit_events = sa.Table(
     sa.Column("chars_after", sa.BigInteger(), nullable=True),
     sa.Column("detail_text", sa.String(1000), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("org_id", sa.String(200), nullable=True, comment="organisation (revision 0003)"),
+    sa.Column("user_key", sa.String(200), nullable=True, comment="subject user, encoded (0003)"),
+    sa.Column("item_id", big_id, nullable=True, comment="memory item; no foreign key (0003)"),
     sa.Index("ix_dbm_audit_events_store", "store_id", "created_at"),
     sa.Index("ix_dbm_audit_events_time", "created_at"),
+    sa.Index("ix_dbm_audit_events_user", "user_key", "created_at"),
+    sa.Index("ix_dbm_audit_events_org", "org_id", "created_at"),
     **_MYSQL,
 )
 
@@ -199,6 +209,78 @@ holds it shared (revision 0002)."""
 
 EXPIRY_LOCK = "expiry"
 """``dbm_job_locks.lock_name`` of the expiry job."""
+
+AUDIT_REPORT_VIEW = "dbm_audit_report_v"
+"""Report view over ``dbm_audit_events`` (revision 0003): every column but the store id."""
+
+items = sa.Table(
+    "dbm_items",
+    metadata,
+    sa.Column("item_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column("org_id", sa.String(200), nullable=False),
+    sa.Column("user_key", sa.String(200), nullable=False, comment="encoded user id"),
+    sa.Column("item_text", sa.String(1000), nullable=False, comment="at most 1,000 characters"),
+    sa.Column("char_count", sa.Integer(), nullable=False),
+    sa.Column("text_hash", sa.String(64), nullable=False, comment="sha256 of the normalised text"),
+    sa.Column("item_kind", sa.String(10), nullable=False, comment="manual or auto"),
+    sa.Column("retention_class", sa.String(20), nullable=False),
+    sa.Column("confidence", sa.Numeric(4, 3, asdecimal=False), nullable=True),
+    sa.Column("source_chat_id", sa.String(200), nullable=True),
+    sa.Column("source_turn_at", UtcDateTime(), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    sa.Column("last_used_at", UtcDateTime(), nullable=True),
+    sa.Column("expires_at", UtcDateTime(), nullable=True, comment="NULL: never (permanent)"),
+    sa.Column("deleted_at", UtcDateTime(), nullable=True, comment="soft delete; NULL: live"),
+    sa.Column("version_no", sa.Integer(), nullable=False),
+    sa.Index("ix_dbm_items_user", "org_id", "user_key"),
+    sa.Index("ix_dbm_items_expires", "expires_at"),
+    sa.Index("ix_dbm_items_deleted", "deleted_at"),
+    **_MYSQL,
+)
+"""Memory items (revision 0003): one row per fact, see :mod:`dbmemory.items`."""
+
+org_settings = sa.Table(
+    "dbm_org_settings",
+    metadata,
+    sa.Column("org_id", sa.String(200), primary_key=True),
+    sa.Column("setting_name", sa.String(50), primary_key=True),
+    sa.Column("setting_value", sa.String(500), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    **_MYSQL,
+)
+"""Per-organisation settings that differ from the defaults (revision 0003)."""
+
+memory_switches = sa.Table(
+    "dbm_memory_switches",
+    metadata,
+    sa.Column("org_id", sa.String(200), primary_key=True),
+    sa.Column("user_key", sa.String(200), primary_key=True),
+    sa.Column("memory_on", Flag(), nullable=False),
+    sa.Column("updated_at", UtcDateTime(), nullable=False),
+    flag_check("memory_on", "ck_dbm_memory_switches_on"),
+    **_MYSQL,
+)
+"""The memory switch per user and organisation (revision 0003); no row means on."""
+
+
+def audit_report_view_select() -> sa.Select[tuple[object, ...]]:
+    """The ``SELECT`` behind :data:`AUDIT_REPORT_VIEW`: one row per audit event."""
+    a = audit_events.c
+    return sa.select(
+        a.event_id,
+        a.created_at,
+        a.action_name,
+        a.actor_name,
+        a.org_id,
+        a.user_key,
+        a.item_id,
+        a.store_key,
+        a.file_path,
+        a.chars_before,
+        a.chars_after,
+        a.detail_text,
+    )
 
 
 def file_list_view_select() -> sa.Select[tuple[object, ...]]:
