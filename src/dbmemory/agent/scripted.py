@@ -352,10 +352,20 @@ class ScriptedModel:
     def _rewrite(self, messages: list[dict[str, Any]]) -> str:
         prompt = self._data(messages)
         user_text = _extract_user_text(prompt)
+        from dbmemory.agent.scripted_items import fold_bullets
+        from dbmemory.profile.format import parse_body, render_body
+
+        folded = fold_bullets(user_text)
+        if folded is not None:  # a summary fold of memory items
+            sections = parse_body(_extract_body(prompt)).sections
+            bullets = {name: [line for line in text.split("\n") if line.strip()] for name, text in sections.items()}
+            for section, bullet in folded:
+                if f"- {bullet}" not in bullets[section]:
+                    bullets[section].append(f"- {bullet}")
+            return render_body({name: "\n".join(lines) for name, lines in bullets.items()})
         statements = first_person_statements(user_text)
         if not statements:
             return "NOOP"
-        from dbmemory.profile.format import parse_body, render_body
 
         sections = parse_body(_extract_body(prompt)).sections
         when = self._time(_extract_time_text(prompt))

@@ -13,6 +13,12 @@ Policy, for the item extraction (recognised from the system prompt's first line,
   "perhaps", "probably", "might", "I think"), so the default threshold of 0.8 drops it;
 - ``item_scrub``: ``CLEAN``, or the array with ``null`` for facts that hold an e-mail address,
   a long digit run, or a ``password``/``token``/``api key`` value;
+- the profile summary fold (a rewrite whose user message starts with
+  :data:`dbmemory.items.summary.FOLD_HEADER`): each item becomes one profile bullet, in the
+  section its wording names ("User's name/lives/is N years old/pronouns" -> Identity, "User
+  prefers" -> Communication Preferences, "User works" -> Work Context, "User is learning" ->
+  Skills & Expertise, "User asked to be reminded" -> Follow-ups, anything else -> Identity),
+  with "User " dropped; no Recent Topics bullet;
 - ``item_decide``: ``same`` for an item with the same normalised text; ``update`` of the item
   with the same single-valued key ("User lives in ...", "User's name is ...", "User is N years
   old", "User's pronouns are ...", "User works ..."): the newest value replaces the old one;
@@ -25,7 +31,7 @@ import json
 import re
 from collections.abc import Sequence
 
-__all__ = ["third_person_facts", "extract_answer", "scrub_answer", "decide_answer", "fact_key"]
+__all__ = ["fold_bullets", "third_person_facts", "extract_answer", "scrub_answer", "decide_answer", "fact_key"]
 
 _HEDGE = re.compile(r"\b(maybe|perhaps|probably|might|i think|not sure)\b", re.IGNORECASE)
 _TEMPLATES: tuple[tuple[str, str], ...] = (
@@ -119,3 +125,28 @@ def _decide(number: int, fact: str, items: Sequence[tuple[str, str]], normalise:
             if fact_key(text) == key:
                 return {"fact": number, "action": "update", "item": item_id}
     return {"fact": number, "action": "new"}
+
+
+_FOLD_SECTIONS = (
+    (re.compile(r"^User prefers\b", re.I), "Communication Preferences"),
+    (re.compile(r"^User works\b", re.I), "Work Context"),
+    (re.compile(r"^User is learning\b", re.I), "Skills & Expertise"),
+    (re.compile(r"^User asked to be reminded\b", re.I), "Follow-ups"),
+)
+
+
+def fold_bullets(user_text: str) -> list[tuple[str, str]] | None:
+    """``(section, bullet)`` per item of a summary-fold message, or None for another message."""
+    from dbmemory.items.summary import FOLD_HEADER
+
+    if not user_text.startswith(FOLD_HEADER):
+        return None
+    out: list[tuple[str, str]] = []
+    for line in user_text[len(FOLD_HEADER):].splitlines():
+        fact = line.strip()[2:].strip() if line.strip().startswith("- ") else ""
+        if not fact:
+            continue
+        section = next((name for pattern, name in _FOLD_SECTIONS if pattern.search(fact)), "Identity")
+        bullet = re.sub(r"^User(?:'s)?\s+", "", fact)
+        out.append((section, bullet[:1].upper() + bullet[1:]))
+    return out
