@@ -305,6 +305,7 @@ class _Context:
     org_id: str = "default"
     items_on: bool = False
     items: Any = None
+    load_failed: bool = False
 
 
 def _emit(ctx: _Context, kind: str, data: object = None) -> None:
@@ -437,7 +438,7 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
             # not an empty memory: say so to the model and skip consolidation for this turn
             logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
             ctx.memory_on = False
-            load_failed = True
+            ctx.load_failed = load_failed = True
             _emit(ctx, "memory_load_failed", exc)
         else:
             _emit(ctx, "memory_loaded", ctx.state)
@@ -600,6 +601,8 @@ def _effective_mode(engine: Engine, given_engine: bool, mode: PostProcessMode) -
 
 
 def _wants_post_processing(ctx: _Context) -> bool:
+    if ctx.load_failed:  # no memory update after a turn whose memory could not be loaded
+        return False
     items_on = ctx.items is not None and ctx.items.memory_on
     return (ctx.memory_on or items_on) and ctx.config.post_process != "off"
 
