@@ -188,3 +188,36 @@ def test_item_memory_off_in_the_config_loads_no_items(agent):
         model="scripted", complete=model, config=TurnConfig(item_memory=False, post_process="off"),
     )
     assert result.items_injected == () and ITEMS_SECTION_TITLE not in model.systems[-1]
+
+
+def test_replay_extracts_items_and_prints_them_with_their_counts(tmp_path, monkeypatch):
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from dbmemory.cli._common import DbMemoryGroup
+    from dbmemory.cli.replay import register
+
+    app = typer.Typer(cls=DbMemoryGroup, add_completion=False)
+
+    @app.callback()
+    def _root() -> None:
+        """Test app."""
+
+    register(app)
+    monkeypatch.delenv("DBMEMORY_MODEL", raising=False)
+    url = f"sqlite:///{(tmp_path / 'r.db').as_posix()}"
+    result = CliRunner().invoke(app, ["replay", "--url", url])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    # auto items live 30 days: those of the first session (2026-03-02) expired by the last (2026-04-02)
+    assert "Memory items of replay.sample_conversation (5: 0 manual, 5 auto)" in out
+    assert "User lives in Oslo" in out and "User lives in Bergen" not in out  # updated, not duplicated
+    assert "Item extraction: 19 runs (8 wrote, 11 found nothing new, 0 skipped" in out
+    assert "8 added, 1 updated" in out
+    again = CliRunner().invoke(app, ["replay", "--url", url, "--json"])
+    data = json.loads(again.stdout)
+    assert data["summary"]["item_counts"] == {"manual": 0, "auto": 5}
+    assert data["summary"]["extractions"] == {"written": 8, "nothing": 11}
+    assert sorted(i["text"] for i in data["items"])[0] == "User asked to be reminded to ask the DBA about a shared credential on Friday"

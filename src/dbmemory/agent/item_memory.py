@@ -85,6 +85,7 @@ def after_turn(
     now: dt.datetime | None,
     timeout: float | None,
     profile_config: Any,
+    skip_window: bool = True,
 ) -> Any:
     """Mark the injected items used, then extract items from the exchange; the
     :class:`~dbmemory.items.extract.ExtractionResult`, or None when the switch is off or the
@@ -113,4 +114,5 @@ def after_turn(
         now=now,
         timeout=timeout if timeout is not None else 60.0,
         profile_config=profile_config,
+        skip_window=skip_window,
     )

@@ -119,6 +119,7 @@ def _check_config_fields(config: TurnConfig) -> None:
     _v.check_mapping(config.model_kwargs, "model_kwargs", optional=False, scope=False)
     _v.check_now(config.now)
     _v.check_bool(config.item_memory, "item_memory")
+    _v.check_bool(config.item_skip_window, "item_skip_window")
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ class TurnConfig:
             extract items after the turn (needs a ``user_id``). The user's memory switch
             (:func:`dbmemory.items.set_memory_switch`) still applies: off, nothing of the user's
             memory is injected or updated, the profile included, and everything is kept.
+        item_skip_window: apply the organisation's extraction skip window to this turn's chat
+            (``session_id``): a message less than ``skip_window_seconds`` after the chat's last
+            extraction is not extracted. False extracts every turn (``replay`` passes False:
+            recorded transcripts carry one time per session, not per message).
     """
 
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
@@ -166,6 +171,7 @@ class TurnConfig:
     now: dt.datetime | None = None
     memory_protocol: ProtocolMode = "auto"
     item_memory: bool = True
+    item_skip_window: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
@@ -623,7 +629,7 @@ def _consolidation(
                 engine, ctx.items, user_id=ctx.user_id, chat_id=ctx.session_id,
                 user_message=user_text, assistant_message=answer, complete=complete,
                 model=ctx.model, now=ctx.config.now, timeout=ctx.config.timeout_s,
-                profile_config=ctx.memory_config,
+                profile_config=ctx.memory_config, skip_window=ctx.config.item_skip_window,
             )
             if turn is not None:
                 turn.item_extraction = extraction

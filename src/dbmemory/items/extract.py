@@ -317,6 +317,7 @@ def extract_items(
     profile_config: Any = None,
     metrics: Any = None,
     summarize: bool = True,
+    skip_window: bool = True,
 ) -> ExtractionResult:
     """Extract memory items from one exchange (see the module doc for the steps).
 
@@ -337,6 +338,8 @@ def extract_items(
         metrics: the :class:`~dbmemory.profile.metrics.ProfileMetrics` whose registry gets the
             item metrics (None = the process-wide one).
         summarize: run the profile summary fold after the writes.
+        skip_window: apply the chat's skip window (False: extract this exchange whatever the
+            chat's last extraction; replays of transcripts that carry one time per session).
 
     Returns:
         An :class:`ExtractionResult`. Never raises for model or database failures.
@@ -353,7 +356,7 @@ def extract_items(
             settings = data.load_settings(conn, org_id)
             if not data.memory_on(conn, org_id, user_id):
                 raise _Stop("disabled", "memory switch off")
-            if chat_id is not None and not data.claim_chat(
+            if skip_window and chat_id is not None and not data.claim_chat(
                 conn, org_id, user_id, chat_id, when, window_s=settings.skip_window_seconds
             ):
                 raise _Stop("skipped", "skip window")

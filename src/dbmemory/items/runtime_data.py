@@ -38,6 +38,7 @@ __all__ = [
     "items_since_fold",
     "changed_at",
     "set_fold_mark",
+    "clear_marks",
     "mark_select_stmt",
     "mark_claim_stmt",
     "mark_insert_stmt",
@@ -209,3 +210,9 @@ def set_fold_mark(conn: Connection, org_id: str, user_id: str, when: dt.datetime
     current = row[0] if row is not None else None
     if current is None or _aware(current) < when:
         conn.execute(mark_set_stmt(org_id, key, SUMMARY_MARK, when))
+
+
+def clear_marks(conn: Connection, org_id: str, user_id: str) -> int:
+    """Delete the user's marks in the organisation (a fresh replay, forget-user); the count."""
+    key = user_key_of(user_id)
+    return int(conn.execute(sa.delete(_mk).where(_mk.c.org_id == org_id, _mk.c.user_key == key)).rowcount)
