@@ -155,3 +155,10 @@ def test_blocks_come_in_order_org_memory_profile_items():
     assert [i.item_id for i in block.items] == [1]
     blocks, _ = memory_sections(org_memory=None, profile_section="", items=[], model="gpt-4o")
     assert blocks == []
+
+
+def test_llm_embed_reads_the_vectors_of_litellms_answer():
+    pytest.importorskip("litellm")
+    from dbmemory.llm import embed
+
+    assert embed("text-embedding-3-small", ["User likes tea"], mock_response=[0.25, 0.5]) == [[0.25, 0.5]]

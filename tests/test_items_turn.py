@@ -47,10 +47,11 @@ def agent(engine: Engine) -> Engine:
     return engine
 
 
-def turn(engine: Any, model: Watching, text: str, *, session: str, at: dt.datetime, **kw: Any):
+def turn(engine: Any, model: Watching, text: str, *, session: str, at: dt.datetime, history: tuple = (), **kw: Any):
+    earlier = [m for h in history for m in ({"role": "user", "content": h}, {"role": "assistant", "content": "ok"})]
     return run_turn(
         engine, agent_code=AGENT, user_id=USER, session_id=session,
-        messages=[{"role": "user", "content": text}], model="scripted", complete=model,
+        messages=[*earlier, {"role": "user", "content": text}], model="scripted", complete=model,
         config=TurnConfig(post_process=kw.pop("post_process", "inline"), now=at), **kw,
     )
 
@@ -93,6 +94,12 @@ def test_a_burst_in_one_chat_is_extracted_once(agent):
     burst.post_processing.wait()
     assert burst.item_extraction.outcome == "skipped"
     assert [i.text for i in live(agent)] == ["User lives in Lisbon"]
+    # the next exchange after the window reads the chat's earlier messages: the burst is not lost
+    later = turn(agent, model, "Thanks.", session="s-1", at=T0 + dt.timedelta(minutes=6),
+                 history=("I live in Lisbon.", "I enjoy sailing."))
+    later.post_processing.wait()
+    assert later.item_extraction.outcome == "written"
+    assert [i.text for i in live(agent)] == ["User lives in Lisbon", "User enjoys sailing"]
 
 
 def test_the_memory_switch_off_injects_nothing_extracts_nothing_and_keeps_everything(agent):

@@ -86,6 +86,7 @@ def after_turn(
     timeout: float | None,
     profile_config: Any,
     skip_window: bool = True,
+    earlier_messages: Any = (),
 ) -> Any:
     """Mark the injected items used, then extract items from the exchange; the
     :class:`~dbmemory.items.extract.ExtractionResult`, or None when the switch is off or the
@@ -115,4 +116,5 @@ def after_turn(
         timeout=timeout if timeout is not None else 60.0,
         profile_config=profile_config,
         skip_window=skip_window,
+        earlier_messages=tuple(earlier_messages)[-10:],
     )

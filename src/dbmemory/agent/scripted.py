@@ -406,7 +406,9 @@ class ScriptedModel:
     def _item_extract(self, messages: list[dict[str, Any]]) -> str:
         from dbmemory.agent.scripted_items import extract_answer
 
-        return extract_answer(self._user_text(messages))
+        earlier = _tag(self._data(messages), "earlier_user_messages") or ""
+        lines = [line[2:] for line in earlier.splitlines() if line.startswith("- ")]
+        return extract_answer("\n".join([*lines, self._user_text(messages)]))
 
     def _item_scrub(self, messages: list[dict[str, Any]]) -> str:
         from dbmemory.agent.scripted_items import scrub_answer

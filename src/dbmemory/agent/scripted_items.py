@@ -3,7 +3,8 @@
 Policy, for the item extraction (recognised from the system prompt's first line,
 :data:`dbmemory.items.extract_prompts.PURPOSE_HEADERS`):
 
-- ``item_extract``: one fact per obvious profile fact of the user's message
+- ``item_extract``: one fact per obvious profile fact of the user's message and of the earlier
+  user messages the prompt carries
   (:func:`dbmemory.agent.scripted.profile_facts`), in the third person: ``Name: Ana`` becomes
   "User's name is Ana", ``Lives in: Lisbon`` "User lives in Lisbon", ``Age: 30`` "User is 30
   years old", ``Pronouns: she/her`` "User's pronouns are she/her", ``Works as ...`` "User works

@@ -399,6 +399,12 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _earlier_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The text of every user message but the last, oldest first."""
+    texts = [_last_user_text([m]) for m in messages if m.get("role") == "user"]
+    return texts[:-1]
+
+
 def _limit_record(call: object, limit: int) -> ToolCallRecord:
     call_id, name, arguments = tool_call_parts(call)
     text = (
@@ -630,6 +636,7 @@ def _consolidation(
                 user_message=user_text, assistant_message=answer, complete=complete,
                 model=ctx.model, now=ctx.config.now, timeout=ctx.config.timeout_s,
                 profile_config=ctx.memory_config, skip_window=ctx.config.item_skip_window,
+                earlier_messages=_earlier_user_texts(ctx.messages),
             )
             if turn is not None:
                 turn.item_extraction = extraction

@@ -318,6 +318,7 @@ def extract_items(
     metrics: Any = None,
     summarize: bool = True,
     skip_window: bool = True,
+    earlier_messages: Sequence[str] = (),
 ) -> ExtractionResult:
     """Extract memory items from one exchange (see the module doc for the steps).
 
@@ -338,6 +339,8 @@ def extract_items(
         metrics: the :class:`~dbmemory.profile.metrics.ProfileMetrics` whose registry gets the
             item metrics (None = the process-wide one).
         summarize: run the profile summary fold after the writes.
+        earlier_messages: the user's earlier messages of the chat (the turn's history), oldest
+            first: facts a skipped message stated are extracted with the next exchange.
         skip_window: apply the chat's skip window (False: extract this exchange whatever the
             chat's last extraction; replays of transcripts that carry one time per session).
 
@@ -364,7 +367,8 @@ def extract_items(
         answer = _call(
             result, counters, complete, use_model, "extract",
             prompts.extract_messages(user_message or "", assistant_message or "",
-                                     now_utc=when.strftime("%Y-%m-%d %H:%M UTC")),
+                                     now_utc=when.strftime("%Y-%m-%d %H:%M UTC"),
+                                     earlier=tuple(earlier_messages)),
             timeout,
         )
         if answer is None:
