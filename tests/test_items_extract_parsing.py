@@ -179,3 +179,23 @@ def test_two_facts_aimed_at_one_item_change_it_once():
 def test_without_items_every_fact_is_added_without_a_decision():
     changes, _, seen = _plan([Candidate("User likes tea", 0.9)], [], None)
     assert [c.action for c in changes] == ["add"] and seen == []
+
+
+def test_the_mark_statements_compile_for_oracle_19c_without_reserved_words():
+    import datetime as dt
+    import re
+
+    from dbmemory.db.dialect import oracle19_dialect
+    from dbmemory.items import runtime_data as d
+
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    statements = [
+        d.mark_select_stmt("default", "u", "chat:c1"),
+        d.mark_claim_stmt("default", "u", "chat:c1", when, 300),
+        d.mark_insert_stmt("default", "u", "summary", when),
+        d.mark_set_stmt("default", "u", "summary", when),
+    ]
+    for stmt in statements:
+        sql = str(stmt.compile(dialect=oracle19_dialect()))
+        assert "dbm_item_marks" in sql and '"' not in sql
+        assert not re.search(r"\b(LIMIT|USER|SESSION|MODE|LEVEL|SIZE|COMMENT)\b", sql)
