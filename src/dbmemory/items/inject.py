@@ -17,6 +17,7 @@ Pure functions: no database, no model.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,10 +75,13 @@ def defuse(text: str) -> str:
     return _TAG.sub(lambda m: "\u2039" + m.group(1) + m.group(2), text)
 
 
+@functools.lru_cache(maxsize=4096)
 def _tokens(text: str, model: str | None) -> int:
+    """Tokens of ``text`` (cached per process: item lines and blocks repeat turn after turn)."""
     return count_tokens(text, model)
 
 
+@functools.lru_cache(maxsize=256)
 def org_memory_section(text: str | None, *, max_tokens: int, model: str | None) -> str:
     """The organisation-memory block, or ``""`` when there is none.
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,8 +90,14 @@ def _aware(value: Any) -> dt.datetime:
 
 def _recency(item: Any) -> dt.datetime:
     """The item's latest use or change (UTC), the epoch when it has none."""
-    stamps = [_aware(getattr(item, name, None)) for name in ("last_used_at", "updated_at", "created_at")]
-    return max(stamps)
+    best = _EPOCH
+    for name in ("last_used_at", "updated_at", "created_at"):
+        value = getattr(item, name, None)
+        if isinstance(value, dt.datetime):
+            value = _aware(value)
+            if value > best:
+                best = value
+    return best
 
 
 def item_id(item: Any) -> Any:
@@ -100,16 +108,64 @@ def item_id(item: Any) -> Any:
 
 def by_recency(items: Sequence[Any]) -> list[Any]:
     """``items`` most recently used or changed first; ties by id (ascending)."""
-    ordered = sorted(items, key=lambda item: (str(type(item_id(item))), item_id(item)))
-    return sorted(ordered, key=_recency, reverse=True)
+    keyed = [((_EPOCH - _recency(item)).total_seconds(), str(type(item_id(item))), item_id(item), n)
+             for n, item in enumerate(items)]
+    keyed.sort()
+    return [items[k[3]] for k in keyed]
+
+
+_STEMMER: list[Any] = []
 
 
 def _stemmer() -> Callable[[list[str]], list[str]] | None:
-    try:
-        import Stemmer  # PyStemmer, an optional companion of bm25s
-    except ImportError:
-        return None
-    return Stemmer.Stemmer("english").stemWords
+    if not _STEMMER:
+        try:
+            import Stemmer  # PyStemmer, an optional companion of bm25s
+        except ImportError:
+            _STEMMER.append(None)
+        else:
+            _STEMMER.append(Stemmer.Stemmer("english").stemWords)
+    return _STEMMER[0]
+
+
+_INDEX_CACHE_SIZE = 512
+_index_cache: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+_index_lock = threading.Lock()
+
+
+def _index(texts: tuple[str, ...]) -> Any:
+    """The BM25 index of ``texts`` (kept per process for the last 512 distinct item lists: a
+    user's items rarely change between turns), or None when no text has a term."""
+    with _index_lock:
+        found = _index_cache.get(texts)
+        if found is not None:
+            _index_cache.move_to_end(texts)
+            return found[0]
+    import bm25s
+
+    corpus = bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
+    retriever = None
+    if any(corpus):
+        retriever = bm25s.BM25()
+        # an item of stop words only tokenises to []: give bm25s one placeholder token for it
+        retriever.index([doc or ["\x00"] for doc in corpus], show_progress=False)
+    with _index_lock:
+        _index_cache[texts] = (retriever,)
+        while len(_index_cache) > _INDEX_CACHE_SIZE:
+            _index_cache.popitem(last=False)
+    return retriever
+
+
+def _query_tokens(query: str) -> list[str]:
+    """``query`` split as ``bm25s.tokenize`` splits the corpus (its default token pattern, lower
+    case, its English stop words, the same stemmer), without its progress-bar machinery."""
+    import re
+
+    from bm25s.stopwords import STOPWORDS_EN
+
+    words = [w for w in re.findall(r"(?u)\b\w\w+\b", query.lower()) if w not in STOPWORDS_EN]
+    stem = _stemmer()
+    return list(stem(words)) if stem is not None and words else words
 
 
 def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
@@ -131,18 +187,10 @@ def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
         raise MissingDependencyError(
             f"ranking memory items needs the bm25s library: {ITEMS_EXTRA_HINT}"
         ) from exc
-    stem = _stemmer()
-    corpus = bm25s.tokenize(
-        list(texts), stopwords="en", stemmer=stem, show_progress=False, return_ids=False
-    )
-    query_tokens = bm25s.tokenize(
-        [query], stopwords="en", stemmer=stem, show_progress=False, return_ids=False
-    )[0]
-    if not query_tokens or not any(corpus):
+    query_tokens = _query_tokens(query)
+    retriever = _index(tuple(texts))
+    if not query_tokens or retriever is None:
         return [0.0] * len(texts)
-    # an item of stop words only tokenises to []: give bm25s one placeholder token for it
-    retriever = bm25s.BM25()
-    retriever.index([doc or ["\x00"] for doc in corpus], show_progress=False)
     scores = retriever.get_scores(query_tokens)
     return [float(s) for s in scores]
 
