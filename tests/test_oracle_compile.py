@@ -234,6 +234,8 @@ def _schema_identifiers() -> Iterator[tuple[str, str]]:
     """(kind, name) of every name the schema, the view, the version table and the expiry
     scripts put into the database."""
     yield "view", schema.FILE_LIST_VIEW
+    yield "view", schema.AUDIT_REPORT_VIEW
+    yield "procedure", "dbm_expire_items"
     yield "table", schema.VERSION_TABLE
     yield "constraint", f"{schema.VERSION_TABLE}_pkc"
     yield "procedure", "dbm_expire_files"
@@ -354,7 +356,8 @@ def _regex_problems(sql: str) -> list[str]:
     text = _strip_literals(sql)
     if '"' in text:
         problems.append("quoted identifier (a reserved word SQLAlchemy had to quote)")
-    if re.search(r"\bIS\s+(NOT\s+)?(?!NULL\b|JSON\b)[\w:]", text):
+    # (NOT is excluded after an empty optional group, or "IS NOT NULL" would match by backtracking)
+    if re.search(r"\bIS\s+(NOT\s+)?(?!NULL\b|JSON\b|NOT\b)[\w:]", text):
         problems.append("'IS 0'/'IS :bind' is invalid on Oracle: compare flags with == sa.false()")
     if re.search(r"\b(true|false)\b", text, flags=re.IGNORECASE):
         problems.append("boolean literal: Oracle 19c SQL has none")
@@ -447,6 +450,7 @@ def test_the_checks_catch_what_they_are_meant_to_catch() -> None:
         "clob_distinct": sa.select(files.c.body).distinct(),
         "clob_grouped": sa.select(sa.func.count()).select_from(files).group_by(files.c.body),
         "is_false": sa.select(files.c.file_id).where(files.c.expiry_exempt.is_(False)),
+        "is_not_false": sa.select(files.c.file_id).where(files.c.expiry_exempt.is_not(False)),
         "reserved_alias": sa.select(files.c.char_count.label("size")),
         "reserved_bind": sa.select(files.c.file_id).where(
             files.c.char_count == sa.bindparam("level")
@@ -458,6 +462,8 @@ def test_the_checks_catch_what_they_are_meant_to_catch() -> None:
     fine = sa.update(files).where(files.c.file_id == 1).values(body="new")
     sql = _compiled(fine)
     assert not _regex_problems(sql) and not _sqlglot_problems(sql), sql
+    not_null = sa.select(files.c.file_id).where(files.c.path_hash.is_not(None))
+    assert not _regex_problems(_compiled(not_null)), _compiled(not_null)
 
 
 # -- flags: one type on 19c and 23ai -----------------------------------------------------------
@@ -466,6 +472,7 @@ FLAG_COLUMNS = {
     ("dbm_files", "expiry_exempt", "ck_dbm_files_exempt"),
     ("dbm_agents", "memory_enabled", "ck_dbm_agents_enabled"),
     ("dbm_user_settings", "memory_enabled", "ck_dbm_user_settings_enabled"),
+    ("dbm_memory_switches", "memory_on", "ck_dbm_memory_switches_on"),
 }
 
 

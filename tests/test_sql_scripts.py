@@ -65,9 +65,11 @@ def test_uninstall_scripts_drop_everything_install_creates(dialect: str) -> None
     created = set(re.findall(r"^CREATE (?:TABLE|VIEW) (\w+)", install, flags=re.MULTILINE))
     dropped = set(re.findall(r"^DROP (?:TABLE|VIEW) (\w+)", uninstall, flags=re.MULTILINE))
     assert (
-        created == dropped == {*schema.metadata.tables, schema.FILE_LIST_VIEW, schema.VERSION_TABLE}
+        created
+        == dropped
+        == {*schema.metadata.tables, schema.FILE_LIST_VIEW, schema.AUDIT_REPORT_VIEW, schema.VERSION_TABLE}
     )
-    assert "dbm_expire_files" in uninstall
+    assert "dbm_expire_files" in uninstall and "dbm_expire_items" in uninstall
 
 
 @dataclass
@@ -133,7 +135,8 @@ def test_oracle_scripts_end_statements_with_semicolons_and_blocks_with_slash(nam
         assert units[0].kind == "plsql" and all(u.kind == "sql" for u in units[1:])
         assert ":ret_0" not in text and "RETURNING" not in text
     if name == "expiry_job.sql":
-        assert sum(u.kind == "plsql" for u in units) == 3
+        # dbm_expire_items, dbm_expire_files, the validity check, the job
+        assert sum(u.kind == "plsql" for u in units) == 4
 
 
 def test_oracle_install_checks_before_the_first_ddl_and_ends_with_commit() -> None:
@@ -197,7 +200,7 @@ def test_expiry_procedure_text_is_in_the_script(dialect: str) -> None:
 
 
 def test_oracle_expiry_procedure_mirrors_the_python_rule() -> None:
-    text = sqlgen.expiry_procedure_sql("oracle")[0]
+    text = sqlgen.expiry_procedure_sql("oracle")[-1]
     for needle in (
         "SYS_EXTRACT_UTC(SYSTIMESTAMP)",
         "v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;",

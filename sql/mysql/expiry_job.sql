@@ -19,9 +19,96 @@ CREATE FUNCTION dbm_expiry_days() RETURNS INT
     COMMENT 'dbmemory: retention in days used by the daily expiry event'
     RETURN 30;
 
+DROP PROCEDURE IF EXISTS dbm_expire_items;
 DROP PROCEDURE IF EXISTS dbm_expire_files;
 
 DELIMITER //
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+CREATE PROCEDURE dbm_expire_items(OUT p_expired BIGINT, OUT p_purged BIGINT)
+    MODIFIES SQL DATA
+    COMMENT 'dbmemory: expire memory items by class, purge deleted ones after the grace period'
+BEGIN
+    -- Soft-deletes memory items whose expires_at has come (item_expire audit events) and
+    -- deletes soft-deleted items past their organisation's grace_days (default 30; item_purge
+    -- audit events), 1000 per batch with a COMMIT after each. Same rules as
+    -- dbmemory.items.retention.run_item_retention.
+    DECLARE c_batch_size INT DEFAULT 1000;
+    DECLARE c_grace_days INT DEFAULT 30; -- dbmemory.items.settings.DEFAULTS['grace_days']
+    DECLARE v_now DATETIME(6);
+    DECLARE v_batch BIGINT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        ROLLBACK;
+        DROP TEMPORARY TABLE IF EXISTS dbm_item_batch;
+        RESIGNAL;
+    END;
+    SET v_now = UTC_TIMESTAMP(6);
+    SET p_expired = 0;
+    SET p_purged = 0;
+    DROP TEMPORARY TABLE IF EXISTS dbm_item_batch;
+    CREATE TEMPORARY TABLE dbm_item_batch (
+        item_id BIGINT NOT NULL PRIMARY KEY,
+        org_id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+        user_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+        char_count INT NULL
+    );
+    expire_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        DELETE FROM dbm_item_batch;
+        INSERT INTO dbm_item_batch (item_id, org_id, user_key, char_count)
+            SELECT i.item_id, i.org_id, i.user_key, i.char_count FROM dbm_items i
+             WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+             ORDER BY i.item_id
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED;
+        UPDATE dbm_items i JOIN dbm_item_batch b ON b.item_id = i.item_id
+           SET i.deleted_at = v_now, i.version_no = i.version_no + 1
+         WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now;
+        -- keep in the batch only what this run soft-deleted
+        DELETE b FROM dbm_item_batch b JOIN dbm_items i ON i.item_id = b.item_id
+         WHERE i.deleted_at IS NULL OR i.deleted_at <> v_now;
+        INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+        SELECT b.org_id, b.user_key, b.item_id, 'item_expire', 'expiry-job', b.char_count, 0, v_now
+          FROM dbm_item_batch b ORDER BY b.item_id;
+        SET v_batch = ROW_COUNT();
+        COMMIT;
+        IF v_batch = 0 THEN
+            LEAVE expire_loop;
+        END IF;
+        SET p_expired = p_expired + v_batch;
+    END LOOP expire_loop;
+    purge_loop: LOOP
+        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        START TRANSACTION;
+        DELETE FROM dbm_item_batch;
+        INSERT INTO dbm_item_batch (item_id, org_id, user_key, char_count)
+            SELECT i.item_id, i.org_id, i.user_key, i.char_count FROM dbm_items i
+             WHERE i.deleted_at IS NOT NULL
+               AND i.deleted_at <= v_now - INTERVAL COALESCE((SELECT CAST(s.setting_value AS SIGNED) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days) DAY
+             ORDER BY i.item_id
+             LIMIT c_batch_size
+               FOR UPDATE SKIP LOCKED;
+        DELETE i FROM dbm_items i JOIN dbm_item_batch b ON b.item_id = i.item_id
+         WHERE i.deleted_at IS NOT NULL
+               AND i.deleted_at <= v_now - INTERVAL COALESCE((SELECT CAST(s.setting_value AS SIGNED) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days) DAY;
+        -- keep in the batch only what is really gone
+        DELETE b FROM dbm_item_batch b JOIN dbm_items i ON i.item_id = b.item_id;
+        INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+        SELECT b.org_id, b.user_key, b.item_id, 'item_purge', 'expiry-job', b.char_count, NULL, v_now
+          FROM dbm_item_batch b ORDER BY b.item_id;
+        SET v_batch = ROW_COUNT();
+        COMMIT;
+        IF v_batch = 0 THEN
+            LEAVE purge_loop;
+        END IF;
+        SET p_purged = p_purged + v_batch;
+    END LOOP purge_loop;
+    DROP TEMPORARY TABLE IF EXISTS dbm_item_batch;
+END//
+
 CREATE PROCEDURE dbm_expire_files(IN p_days DECIMAL(12, 6), OUT p_expired BIGINT)
     MODIFIES SQL DATA
     COMMENT 'dbmemory: delete files untouched for more than p_days days'
@@ -40,6 +127,8 @@ BEGIN
     DECLARE v_batch BIGINT DEFAULT 0;
     DECLARE v_lock VARCHAR(30);
     DECLARE v_message VARCHAR(300);
+    DECLARE v_items_expired BIGINT;
+    DECLARE v_items_purged BIGINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -122,6 +211,8 @@ BEGIN
         END IF;
     END LOOP purge_loop;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
+    -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+    CALL dbm_expire_items(v_items_expired, v_items_purged);
 END//
 DELIMITER ;
 

@@ -7,6 +7,7 @@
 -- Remove the expiry event, procedure and setting of expiry_job.sql, when installed.
 DROP EVENT IF EXISTS dbm_expire_files_job;
 DROP PROCEDURE IF EXISTS dbm_expire_files;
+DROP PROCEDURE IF EXISTS dbm_expire_items;
 DROP FUNCTION IF EXISTS dbm_expiry_days;
 
 -- Running downgrade 0003 -> 0002

@@ -13,6 +13,77 @@ DEFINE expiry_days = 30
 WHENEVER SQLERROR EXIT SQL.SQLCODE
 SET VERIFY OFF
 
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+CREATE OR REPLACE PROCEDURE dbm_expire_items (
+  p_expired OUT NUMBER,
+  p_purged  OUT NUMBER
+) AS
+  -- Soft-deletes memory items whose expires_at has come (item_expire audit events) and
+  -- deletes soft-deleted items past their organisation's grace_days (default 30; item_purge
+  -- audit events), 1000 per batch with a COMMIT after each. Same rules as
+  -- dbmemory.items.retention.run_item_retention.
+  c_batch_size CONSTANT PLS_INTEGER := 1000;
+  c_grace_days CONSTANT NUMBER := 30; -- dbmemory.items.settings.DEFAULTS['grace_days']
+  TYPE t_numbers IS TABLE OF NUMBER;
+  TYPE t_texts IS TABLE OF dbm_items.user_key%TYPE;
+  v_now   TIMESTAMP := SYS_EXTRACT_UTC(SYSTIMESTAMP);
+  v_ids   t_numbers;
+  v_done  t_numbers;
+  v_sizes t_numbers;
+  v_orgs  t_texts;
+  v_users t_texts;
+  CURSOR c_expiring IS
+    SELECT i.item_id FROM dbm_items i
+     WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+       FOR UPDATE SKIP LOCKED;
+  CURSOR c_purgeable IS
+    SELECT i.item_id FROM dbm_items i
+     WHERE i.deleted_at IS NOT NULL
+       AND i.deleted_at <= v_now - NUMTODSINTERVAL(COALESCE((SELECT MAX(TO_NUMBER(s.setting_value)) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days), 'DAY')
+       FOR UPDATE SKIP LOCKED;
+BEGIN
+  p_expired := 0;
+  p_purged := 0;
+  LOOP
+    OPEN c_expiring;
+    FETCH c_expiring BULK COLLECT INTO v_ids LIMIT c_batch_size;
+    CLOSE c_expiring;
+    EXIT WHEN v_ids.COUNT = 0;
+    FORALL i IN 1 .. v_ids.COUNT
+      UPDATE dbm_items it SET it.deleted_at = v_now, it.version_no = it.version_no + 1
+       WHERE it.item_id = v_ids(i) AND it.deleted_at IS NULL AND it.expires_at IS NOT NULL AND it.expires_at <= v_now
+      RETURNING it.item_id, it.org_id, it.user_key, it.char_count
+        BULK COLLECT INTO v_done, v_orgs, v_users, v_sizes;
+    FORALL i IN 1 .. v_done.COUNT
+      INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+      VALUES (v_orgs(i), v_users(i), v_done(i), 'item_expire', 'expiry-job', v_sizes(i), 0, v_now);
+    COMMIT;
+    p_expired := p_expired + v_done.COUNT;
+    EXIT WHEN v_ids.COUNT < c_batch_size;
+  END LOOP;
+  LOOP
+    OPEN c_purgeable;
+    FETCH c_purgeable BULK COLLECT INTO v_ids LIMIT c_batch_size;
+    CLOSE c_purgeable;
+    EXIT WHEN v_ids.COUNT = 0;
+    FORALL i IN 1 .. v_ids.COUNT
+      DELETE FROM dbm_items it
+       WHERE it.item_id = v_ids(i) AND it.deleted_at IS NOT NULL
+       AND it.deleted_at <= v_now - NUMTODSINTERVAL(COALESCE((SELECT MAX(TO_NUMBER(s.setting_value)) FROM dbm_org_settings s
+                  WHERE s.org_id = it.org_id AND s.setting_name = 'grace_days'), c_grace_days), 'DAY')
+      RETURNING it.item_id, it.org_id, it.user_key, it.char_count
+        BULK COLLECT INTO v_done, v_orgs, v_users, v_sizes;
+    FORALL i IN 1 .. v_done.COUNT
+      INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+      VALUES (v_orgs(i), v_users(i), v_done(i), 'item_purge', 'expiry-job', v_sizes(i), NULL, v_now);
+    COMMIT;
+    p_purged := p_purged + v_done.COUNT;
+    EXIT WHEN v_ids.COUNT < c_batch_size;
+  END LOOP;
+END dbm_expire_items;
+/
+
 CREATE OR REPLACE PROCEDURE dbm_expire_files (
   p_days    IN  NUMBER,
   p_expired OUT NUMBER
@@ -37,6 +108,8 @@ CREATE OR REPLACE PROCEDURE dbm_expire_files (
   v_sizes     t_numbers;
   v_paths     t_paths;
   v_batch     PLS_INTEGER;
+  v_items_expired NUMBER;
+  v_items_purged  NUMBER;
   CURSOR c_candidates (p_cutoff TIMESTAMP) IS
     SELECT f.file_id
       FROM dbm_files f
@@ -93,6 +166,8 @@ BEGIN
     COMMIT;
     EXIT WHEN v_batch < c_batch_size;
   END LOOP;
+  -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+  dbm_expire_items(v_items_expired, v_items_purged);
 END dbm_expire_files;
 /
 
@@ -100,12 +175,14 @@ END dbm_expire_files;
 DECLARE
   v_status user_objects.status%TYPE;
 BEGIN
-  SELECT status INTO v_status FROM user_objects
-   WHERE object_name = 'DBM_EXPIRE_FILES' AND object_type = 'PROCEDURE';
-  IF v_status <> 'VALID' THEN
-    RAISE_APPLICATION_ERROR(-20002,
-      'DBM_EXPIRE_FILES is invalid: run SHOW ERRORS PROCEDURE dbm_expire_files');
-  END IF;
+  FOR p IN (SELECT object_name, status FROM user_objects
+             WHERE object_name IN ('DBM_EXPIRE_ITEMS', 'DBM_EXPIRE_FILES')
+               AND object_type = 'PROCEDURE') LOOP
+    IF p.status <> 'VALID' THEN
+      RAISE_APPLICATION_ERROR(-20002,
+        p.object_name || ' is invalid: run SHOW ERRORS PROCEDURE ' || p.object_name);
+    END IF;
+  END LOOP;
 END;
 /
 

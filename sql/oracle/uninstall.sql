@@ -20,6 +20,11 @@ BEGIN
   IF v_count > 0 THEN
     EXECUTE IMMEDIATE 'DROP PROCEDURE dbm_expire_files';
   END IF;
+  SELECT COUNT(*) INTO v_count FROM user_objects
+   WHERE object_name = 'DBM_EXPIRE_ITEMS' AND object_type = 'PROCEDURE';
+  IF v_count > 0 THEN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE dbm_expire_items';
+  END IF;
 END;
 /
 

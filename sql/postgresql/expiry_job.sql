@@ -14,6 +14,73 @@
 -- Setting: files not read or written for more than expiry_days days are deleted.
 \set expiry_days 30
 
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+CREATE OR REPLACE PROCEDURE dbm_expire_items(
+    INOUT p_expired bigint DEFAULT NULL,
+    INOUT p_purged bigint DEFAULT NULL
+)
+LANGUAGE plpgsql
+AS $proc$
+-- Soft-deletes memory items whose expires_at has come (item_expire audit events) and
+-- deletes soft-deleted items past their organisation's grace_days (default 30; item_purge
+-- audit events), 1000 per batch with a COMMIT after each. Same rules as
+-- dbmemory.items.retention.run_item_retention.
+DECLARE
+    c_batch_size CONSTANT integer := 1000;
+    c_grace_days CONSTANT integer := 30; -- dbmemory.items.settings.DEFAULTS['grace_days']
+    v_now timestamptz := clock_timestamp();
+    v_batch bigint;
+BEGIN
+    p_expired := 0;
+    p_purged := 0;
+    LOOP
+        WITH doomed AS (
+            SELECT i.item_id FROM dbm_items i
+             WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+             ORDER BY i.item_id
+             LIMIT c_batch_size
+               FOR UPDATE OF i SKIP LOCKED
+        ), done AS (
+            UPDATE dbm_items i SET deleted_at = v_now, version_no = i.version_no + 1
+              FROM doomed d
+             WHERE i.item_id = d.item_id AND i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+            RETURNING i.item_id, i.org_id, i.user_key, i.char_count
+        )
+        INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+        SELECT g.org_id, g.user_key, g.item_id, 'item_expire', 'expiry-job', g.char_count, 0, v_now
+          FROM done g ORDER BY g.item_id;
+        GET DIAGNOSTICS v_batch = ROW_COUNT;
+        COMMIT;
+        EXIT WHEN v_batch = 0;
+        p_expired := p_expired + v_batch;
+    END LOOP;
+    LOOP
+        WITH doomed AS (
+            SELECT i.item_id FROM dbm_items i
+             WHERE i.deleted_at IS NOT NULL
+               AND i.deleted_at <= v_now - make_interval(days => COALESCE((SELECT s.setting_value::integer FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days))
+             ORDER BY i.item_id
+             LIMIT c_batch_size
+               FOR UPDATE OF i SKIP LOCKED
+        ), done AS (
+            DELETE FROM dbm_items i USING doomed d
+             WHERE i.item_id = d.item_id AND i.deleted_at IS NOT NULL
+               AND i.deleted_at <= v_now - make_interval(days => COALESCE((SELECT s.setting_value::integer FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days))
+            RETURNING i.item_id, i.org_id, i.user_key, i.char_count
+        )
+        INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)
+        SELECT g.org_id, g.user_key, g.item_id, 'item_purge', 'expiry-job', g.char_count, NULL, v_now
+          FROM done g ORDER BY g.item_id;
+        GET DIAGNOSTICS v_batch = ROW_COUNT;
+        COMMIT;
+        EXIT WHEN v_batch = 0;
+        p_purged := p_purged + v_batch;
+    END LOOP;
+END
+$proc$;
+
 CREATE OR REPLACE PROCEDURE dbm_expire_files(
     p_days numeric,
     INOUT p_expired bigint DEFAULT NULL
@@ -35,6 +102,8 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz;
     v_batch bigint;
+    v_items_expired bigint;
+    v_items_purged bigint;
 BEGIN
     IF p_days IS NULL OR p_days * 86400 < 3600 OR p_days > 100000 THEN
         RAISE EXCEPTION 'dbm_expire_files: days must be a number of at least 0.0416667 (1 hour, the touch interval) and at most 100000, got %',
@@ -100,6 +169,8 @@ BEGIN
         COMMIT;
         EXIT WHEN v_batch < c_batch_size;
     END LOOP;
+    -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+    CALL dbm_expire_items(v_items_expired, v_items_purged);
 END
 $proc$;
 

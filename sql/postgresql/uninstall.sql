@@ -16,6 +16,7 @@ END
 $$;
 
 DROP PROCEDURE IF EXISTS dbm_expire_files(numeric, bigint);
+DROP PROCEDURE IF EXISTS dbm_expire_items(bigint, bigint);
 
 -- Running downgrade 0003 -> 0002
 

@@ -6,7 +6,8 @@ read for ``--days`` days (plus the one-hour touch interval). ``--days`` is check
 :func:`dbmemory.expiry.validate_days` before anything connects: at least 1/24 (one hour),
 else exit code 2 with the smallest value allowed. Deletion commits in batches of 1,000 files,
 so a large clean-up never holds one giant transaction. Suitable for cron: exit code 0 and the
-count.
+count. Without ``--store`` the same run expires memory items by retention class and purges
+deleted items past their grace period (:func:`dbmemory.items.run_item_retention_committing`).
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def expire(
     """Delete files untouched for --days days, in every store or one; print the count.
 
     Commits every batch of 1,000 files. With --dry-run nothing is deleted: the same rule only
-    counts. Exit code 0 whatever the count, so it suits cron; a --store that names no store
-    is an error (exit code 1), so a typo in a crontab does not go unnoticed.
+    counts. Without --store it also expires memory items by their retention class and purges
+    deleted items past their organisation's grace period. Exit code 0 whatever the count, so
+    it suits cron; a --store that names no store is an error (exit code 1), so a typo in a crontab does not go unnoticed.
 
     Example:
 
@@ -82,8 +84,13 @@ def expire(
             scope_id = None if target is None else target.store_id
             if dry_run:
                 count = files.count_expirable_files(conn, days=days, store_id=scope_id)
+        items = None
         if not dry_run:
             count = files.expire_files_committing(engine, days=days, store_id=scope_id)
+            if target is None:  # memory items: expiry by class, then the grace-period purge
+                from dbmemory.items import run_item_retention_committing
+
+                items = run_item_retention_committing(engine)
     where = "every store" if target is None else target.store_key
     if as_json:
         print_json(
@@ -92,6 +99,8 @@ def expire(
                 "store_key": None if target is None else target.store_key,
                 "dry_run": dry_run,
                 "expired": count,
+                "items_expired": None if items is None else items["expired"],
+                "items_purged": None if items is None else items["purged"],
             }
         )
     elif dry_run:
@@ -100,3 +109,8 @@ def expire(
         )
     else:
         typer.echo(f"Expired {count} files in {where} (untouched for {days:g} days)")
+        if items is not None:
+            typer.echo(
+                f"Expired {items['expired']} memory items (by retention class) and purged "
+                f"{items['purged']} deleted items past their grace period"
+            )

@@ -66,8 +66,8 @@ def _grace_groups(conn: Connection, org: str | None) -> dict[int, list[str]]:
     for org_id, text in conn.execute(stmt):
         try:
             days = int(text)
-        except ValueError:
-            continue
+        except ValueError:  # written by hand: the default, as get_org_settings reads it
+            days = int(DEFAULTS["grace_days"])
         groups.setdefault(days, []).append(org_id)
     return groups
 

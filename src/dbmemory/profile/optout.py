@@ -136,7 +136,11 @@ def set_user_memory_enabled(
 ) -> bool:
     """Turn memory on or off for ``user_id``; turning it off deletes the profile permanently.
 
-    Runs in the caller's transaction; commits nothing. The delete writes its audit event.
+    Runs in the caller's transaction; commits nothing. The change writes an ``optout_set``
+    audit event (old and new value, no content) and the delete its own.
+
+    Not the memory switch (:func:`dbmemory.items.set_memory_switch`), which stops extraction
+    and injection but keeps the profile and the items.
 
     Args:
         conn: a SQLAlchemy connection.
@@ -185,11 +189,28 @@ def set_user_memory_enabled(
                 except sa.exc.IntegrityError:
                     pass  # inserted concurrently: update it below
             if not inserted:
+                old = conn.execute(
+                    sa.select(user_settings.c.memory_enabled).where(user_settings.c.user_key == user_key)
+                ).scalar_one()
                 conn.execute(
                     sa.update(user_settings)
                     .where(user_settings.c.user_key == user_key)
                     .values(memory_enabled=bool(enabled), updated_at=now)
                 )
+            else:
+                old = True
+            # the opt-out change itself is audited (content-free: names the user and values)
+            conn.execute(
+                sa.insert(schema.audit_events).values(
+                    action_name="optout_set",
+                    actor_name=(actor or "unknown")[:500],
+                    user_key=user_key,
+                    detail_text=(
+                        f"memory_enabled: {str(bool(old)).lower()} -> {str(bool(enabled)).lower()}"
+                    ),
+                    created_at=now,
+                )
+            )
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "saving the memory setting") from exc
     deleted = False

@@ -18,6 +18,7 @@ from dbmemory.sqlgen._common import (
     _header,
     _tidy,
 )
+from dbmemory.sqlgen.item_jobs import ITEMS_PROC, item_procedure_sql, items_call
 from dbmemory.touch import TOUCH_INTERVAL
 
 __all__ = ["expiry_procedure_sql", "render_expiry_job"]
@@ -70,6 +71,8 @@ _ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC} (
   v_sizes     t_numbers;
   v_paths     t_paths;
   v_batch     PLS_INTEGER;
+  v_items_expired NUMBER;
+  v_items_purged  NUMBER;
   CURSOR c_candidates (p_cutoff TIMESTAMP) IS
     SELECT f.file_id
       FROM dbm_files f
@@ -120,6 +123,8 @@ BEGIN
     COMMIT;
     EXIT WHEN v_batch < c_batch_size;
   END LOOP;
+  -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+{items_call("oracle")}
 END {_PROC};"""
 
 _PG_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC}(
@@ -137,6 +142,8 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz;
     v_batch bigint;
+    v_items_expired bigint;
+    v_items_purged bigint;
 BEGIN
     IF {_DAYS_BAD} THEN
         RAISE EXCEPTION '{_PROC}: {_DAYS_RULE}, got %',
@@ -196,6 +203,8 @@ BEGIN
         COMMIT;
         EXIT WHEN v_batch < c_batch_size;
     END LOOP;
+    -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+{items_call("postgresql")}
 END
 $proc$"""
 
@@ -211,6 +220,8 @@ BEGIN
     DECLARE v_batch BIGINT DEFAULT 0;
     DECLARE v_lock VARCHAR(30);
     DECLARE v_message VARCHAR(300);
+    DECLARE v_items_expired BIGINT;
+    DECLARE v_items_purged BIGINT;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -287,6 +298,8 @@ BEGIN
         END IF;
     END LOOP purge_loop;
     DROP TEMPORARY TABLE IF EXISTS dbm_expire_batch;
+    -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
+{items_call("mysql")}
 END"""
 
 _MYSQL_DAYS = f"""CREATE FUNCTION {_MYSQL_DAYS_FUNC}() RETURNS INT
@@ -303,7 +316,9 @@ def expiry_procedure_sql(dialect: str) -> list[str]:
         dialect: ``"oracle"``, ``"postgresql"`` or ``"mysql"``.
 
     Returns:
-        List of SQL statements (no trailing ``;`` or ``/``). Signatures:
+        List of SQL statements (no trailing ``;`` or ``/``): ``dbm_expire_items`` (memory
+        items, :mod:`dbmemory.sqlgen.item_jobs`), which ``dbm_expire_files`` calls at its end,
+        then ``dbm_expire_files``. Signatures:
         Oracle ``dbm_expire_files(p_days IN NUMBER, p_expired OUT NUMBER)``;
         PostgreSQL ``CALL dbm_expire_files(p_days numeric, INOUT p_expired bigint)``;
         MySQL/MariaDB ``CALL dbm_expire_files(IN p_days DECIMAL(12,6), OUT p_expired BIGINT)``.
@@ -313,11 +328,16 @@ def expiry_procedure_sql(dialect: str) -> list[str]:
         ValueError: unknown dialect.
     """
     if dialect == "oracle":
-        return [_ORACLE_PROC]
+        return [item_procedure_sql("oracle"), _ORACLE_PROC]
     if dialect == "postgresql":
-        return [_PG_PROC]
+        return [item_procedure_sql("postgresql"), _PG_PROC]
     if dialect == "mysql":
-        return [f"DROP PROCEDURE IF EXISTS {_PROC}", _MYSQL_PROC]
+        return [
+            f"DROP PROCEDURE IF EXISTS {ITEMS_PROC}",
+            item_procedure_sql("mysql"),
+            f"DROP PROCEDURE IF EXISTS {_PROC}",
+            _MYSQL_PROC,
+        ]
     raise ValueError(f"dialect {dialect!r} must be one of {', '.join(DIALECTS)}")
 
 
@@ -340,6 +360,10 @@ DEFINE expiry_days = {EXPIRY_DEFAULT_DAYS}
 WHENEVER SQLERROR EXIT SQL.SQLCODE
 SET VERIFY OFF
 
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+{item_procedure_sql("oracle")}
+/
+
 {_ORACLE_PROC}
 /
 
@@ -347,12 +371,14 @@ SET VERIFY OFF
 DECLARE
   v_status user_objects.status%TYPE;
 BEGIN
-  SELECT status INTO v_status FROM user_objects
-   WHERE object_name = '{_PROC.upper()}' AND object_type = 'PROCEDURE';
-  IF v_status <> 'VALID' THEN
-    RAISE_APPLICATION_ERROR(-20002,
-      '{_PROC.upper()} is invalid: run SHOW ERRORS PROCEDURE {_PROC}');
-  END IF;
+  FOR p IN (SELECT object_name, status FROM user_objects
+             WHERE object_name IN ('{ITEMS_PROC.upper()}', '{_PROC.upper()}')
+               AND object_type = 'PROCEDURE') LOOP
+    IF p.status <> 'VALID' THEN
+      RAISE_APPLICATION_ERROR(-20002,
+        p.object_name || ' is invalid: run SHOW ERRORS PROCEDURE ' || p.object_name);
+    END IF;
+  END LOOP;
 END;
 /
 
@@ -398,6 +424,9 @@ def _expiry_postgresql() -> str:
 """
     return f"""{header}
 {settings}
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+{item_procedure_sql("postgresql")};
+
 {_PG_PROC};
 
 -- (Re)schedule the daily job at 03:15 UTC; a job of the same name is replaced.
@@ -431,9 +460,13 @@ DROP FUNCTION IF EXISTS {_MYSQL_DAYS_FUNC};
 """
     return f"""{header}
 {settings}
+DROP PROCEDURE IF EXISTS {ITEMS_PROC};
 DROP PROCEDURE IF EXISTS {_PROC};
 
 DELIMITER //
+-- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
+{item_procedure_sql("mysql")}//
+
 {_MYSQL_PROC}//
 DELIMITER ;
 

@@ -19,6 +19,9 @@ from dbmemory.sqlgen._common import (
     _tidy,
 )
 
+_ITEMS_PROC = "dbm_expire_items"
+"""The memory items' procedure (:mod:`dbmemory.sqlgen.item_jobs`)."""
+
 __all__ = ["render_install", "render_uninstall"]
 
 
@@ -163,6 +166,11 @@ BEGIN
   IF v_count > 0 THEN
     EXECUTE IMMEDIATE 'DROP PROCEDURE {_PROC}';
   END IF;
+  SELECT COUNT(*) INTO v_count FROM user_objects
+   WHERE object_name = '{_ITEMS_PROC.upper()}' AND object_type = 'PROCEDURE';
+  IF v_count > 0 THEN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE {_ITEMS_PROC}';
+  END IF;
 END;
 /
 """
@@ -177,10 +185,12 @@ END
 $$;
 
 DROP PROCEDURE IF EXISTS {_PROC}(numeric, bigint);
+DROP PROCEDURE IF EXISTS {_ITEMS_PROC}(bigint, bigint);
 """
     return f"""-- Remove the expiry event, procedure and setting of expiry_job.sql, when installed.
 DROP EVENT IF EXISTS {_MYSQL_EVENT};
 DROP PROCEDURE IF EXISTS {_PROC};
+DROP PROCEDURE IF EXISTS {_ITEMS_PROC};
 DROP FUNCTION IF EXISTS {_MYSQL_DAYS_FUNC};
 """
 

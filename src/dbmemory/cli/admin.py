@@ -1,0 +1,301 @@
+"""``dbmemory settings``, ``dbmemory org-memory``, ``dbmemory audit`` and ``dbmemory users``:
+organisation settings, organisation memory, the audit trail and per-user administration
+(data-subject export, forget). See :mod:`dbmemory.items`.
+
+Each command runs in a transaction of its own and commits it; changes are audited with the
+actor ``cli`` (``org-memory edit`` with ``--actor``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dbmemory.cli._common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    UrlOption,
+    print_json,
+    print_table,
+    transaction,
+)
+from dbmemory.errors import InvalidArgumentError
+
+__all__ = ["register", "settings_app", "org_memory_app", "users_app", "audit"]
+
+ACTOR = "cli"
+
+OrgOption = Annotated[
+    str,
+    typer.Option("--org", help="Organisation id (letters, digits, '_', '.', '-').", metavar="ORG"),
+]
+UserArgument = Annotated[
+    str,
+    typer.Argument(help="The user's id as the host knows it, e.g. u-123.", metavar="USER", show_default=False),
+]
+
+settings_app = typer.Typer(
+    help="Show or change an organisation's memory settings (thresholds, retention days, "
+    "grace period, budgets). Every change is audited. " + EXIT_CODES_HELP,
+    epilog="Example: dbmemory settings set retention_temporary_days 14 --org acme",
+    no_args_is_help=True,
+)
+org_memory_app = typer.Typer(
+    help="Show or replace the organisation memory, injected into every conversation of every "
+    "user of the organisation before their own memory. Agents cannot read or write it. "
+    + EXIT_CODES_HELP,
+    epilog="Example: dbmemory org-memory edit --admin --from-file org.md --org acme",
+    no_args_is_help=True,
+)
+users_app = typer.Typer(
+    help="Per-user administration: export everything held about a user as JSON (a "
+    "data-subject access request), or forget the user. " + EXIT_CODES_HELP,
+    epilog="Example: dbmemory users export u-123 > u-123.json && dbmemory users forget u-123 --yes",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``settings``, ``org-memory``, ``audit`` and ``users`` to ``app``."""
+    app.add_typer(settings_app, name="settings", short_help="Show or change organisation settings.")
+    app.add_typer(org_memory_app, name="org-memory", short_help="Show or replace the organisation memory.")
+    app.command("audit", epilog=EXIT_CODES_HELP)(audit)
+    app.add_typer(users_app, name="users", short_help="Export or forget one user (DSAR).")
+
+
+@settings_app.command("show")
+def settings_show(org: OrgOption = "default", url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Print every setting of an organisation (defaults filled in).
+
+    Example:
+
+        dbmemory settings show --org acme --json
+    """
+    from dbmemory.items import DEFAULTS, get_org_settings
+
+    with transaction(url, "reading organisation settings") as conn:
+        settings = get_org_settings(conn, org)
+    if as_json:
+        print_json(settings.to_dict())
+        return
+    values = settings.to_dict()
+    rows = [[name, values[name], "" if values[name] == DEFAULTS[name] else "changed"] for name in DEFAULTS]
+    print_table(["setting", "value", ""], rows, title=f"Settings of organisation {org}")
+
+
+@settings_app.command("set")
+def settings_set(
+    name: Annotated[str, typer.Argument(help="Setting name (see 'settings show').", metavar="NAME", show_default=False)],
+    value: Annotated[str, typer.Argument(help="New value.", metavar="VALUE", show_default=False)],
+    org: OrgOption = "default",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change one setting of an organisation (audited).
+
+    Changing retention_standard_days, retention_temporary_days or retention_auto_days moves the
+    expiry of the organisation's live items of that class (last change + new days).
+
+    Example:
+
+        dbmemory settings set confidence_threshold 0.9
+        dbmemory settings set grace_days 7 --org acme
+    """
+    from dbmemory.items import set_org_setting
+
+    with transaction(url, "changing an organisation setting") as conn:
+        settings = set_org_setting(conn, org, name, value, actor=ACTOR)
+    if as_json:
+        print_json(settings.to_dict())
+    else:
+        typer.echo(f"{name} = {getattr(settings, name)} for organisation {org}")
+
+
+@org_memory_app.command("show")
+def org_memory_show(org: OrgOption = "default", url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Print the organisation memory (nothing when there is none).
+
+    Example:
+
+        dbmemory org-memory show --org acme
+    """
+    from dbmemory.items import read_org_memory
+
+    with transaction(url, "reading the organisation memory") as conn:
+        memory = read_org_memory(conn, org)
+    if as_json:
+        print_json(memory.to_dict())
+    elif memory.text:
+        typer.echo(memory.text, nl=not memory.text.endswith("\n"))
+    else:
+        typer.echo(f"Organisation {org} has no organisation memory", err=True)
+
+
+@org_memory_app.command("edit")
+def org_memory_edit(
+    admin: Annotated[
+        bool,
+        typer.Option(
+            "--admin",
+            help="Required: states that you are an administrator of the organisation (the "
+            "host's is_admin decision; the CLI has no users of its own).",
+        ),
+    ] = False,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from-file", help="Read the new text from this UTF-8 file (else stdin).", metavar="PATH"),
+    ] = None,
+    actor: Annotated[str, typer.Option("--actor", help="Recorded in the audit events.", metavar="NAME")] = ACTOR,
+    org: OrgOption = "default",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace the organisation memory with a file's text or stdin (an empty text deletes it).
+
+    Refused without --admin, and when the text is over the organisation's
+    org_memory_token_budget (the message gives both counts).
+
+    Example:
+
+        dbmemory org-memory edit --admin --from-file org.md
+        echo "ACME sells anvils." | dbmemory org-memory edit --admin --org acme
+    """
+    from dbmemory.items import set_org_memory
+
+    if from_file is not None:
+        raw = from_file.read_bytes()
+    else:
+        stdin = typer.get_binary_stream("stdin")
+        if stdin.isatty():
+            raise InvalidArgumentError("give the new text with --from-file PATH or on stdin")
+        raw = stdin.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"the text is not UTF-8 (bad byte at offset {exc.start}): convert it") from None
+    with transaction(url, "writing the organisation memory") as conn:
+        memory = set_org_memory(conn, org, text, is_admin=admin, actor=actor)
+    if as_json:
+        print_json({k: v for k, v in memory.to_dict().items() if k != "text"})
+    else:
+        typer.echo(
+            f"Organisation memory of {org}: {len(memory.text):,} characters, {memory.tokens:,} tokens, "
+            f"version {memory.version}"
+        )
+
+
+def _when(text: str | None, name: str) -> dt.datetime | None:
+    if text is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{name} {text!r} is not a date: use YYYY-MM-DD or an ISO 8601 time") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def audit(
+    user: Annotated[str | None, typer.Option("--user", help="Only events about this user.", metavar="U")] = None,
+    action: Annotated[
+        str | None, typer.Option("--action", help="Only this action, e.g. item_delete.", metavar="A")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="From this date or time (UTC), e.g. 2026-11-01.", metavar="DATE")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Before this date or time (UTC).", metavar="DATE")] = None,
+    org: Annotated[str | None, typer.Option("--org", help="Only this organisation.", metavar="ORG")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many events.", min=1, max=100_000)] = 100,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print audit events, newest first (never any memory text: sizes only).
+
+    The same rows are in the view dbm_audit_report_v for reports.
+
+    Example:
+
+        dbmemory audit --user u-123 --since 2026-11-01
+        dbmemory audit --action item_delete --json
+    """
+    from dbmemory.items import audit_events
+
+    with transaction(url, "reading audit events") as conn:
+        events = audit_events(
+            conn, org_id=org, user_id=user, action=action, since=_when(since, "--since"),
+            until=_when(until, "--until"), limit=limit,
+        )
+    if as_json:
+        print_json([e.to_dict() for e in events])
+        return
+    rows = [
+        [e.created_at, e.action, e.actor, e.org_id, e.user_id, e.item_id or e.file_path, e.chars_before, e.chars_after, e.detail]
+        for e in events
+    ]
+    print_table(
+        ["time (UTC)", "action", "actor", "org", "user", "item/file", "before", "after", "detail"],
+        rows,
+        title=f"{len(events)} audit events",
+        right=["before", "after"],
+    )
+
+
+@users_app.command("export")
+def users_export(
+    user: UserArgument,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the JSON to this file (else stdout).", metavar="PATH")
+    ] = None,
+    org: OrgOption = "default",
+    url: UrlOption = None,
+) -> None:
+    """Export everything held about a user as JSON: profile, items, user and context stores,
+    switches, audit events (a data-subject access request). The export itself is audited.
+
+    Example:
+
+        dbmemory users export u-123 --output u-123.json
+    """
+    from dbmemory.cli._common import to_jsonable
+    from dbmemory.items import export_user
+
+    with transaction(url, "exporting a user") as conn:
+        data = export_user(conn, user, org_id=org, actor=ACTOR)
+    text = json.dumps(to_jsonable(data), indent=2, ensure_ascii=False, default=str)
+    if output is None:
+        typer.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        typer.echo(f"Wrote {output} ({len(data['items'])} items, {len(data['stores']) + len(data['profile'])} stores)")
+
+
+@users_app.command("forget")
+def users_forget(
+    user: UserArgument,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: delete everything held about the user.")] = False,
+    org: OrgOption = "default",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Forget a user: delete the profile, items, user and context stores and switches (needs
+    --yes). Audit events stay, without any memory text.
+
+    Example:
+
+        dbmemory users forget u-123 --yes
+    """
+    from dbmemory.items import forget_user
+
+    if not yes:
+        raise InvalidArgumentError(f"'users forget' deletes everything held about {user}: add --yes to confirm")
+    with transaction(url, "forgetting a user") as conn:
+        counts = forget_user(conn, user, org_id=org, actor=ACTOR)
+    if as_json:
+        print_json({"user_id": user, "org_id": org, **counts})
+    else:
+        typer.echo(
+            f"Forgot {user}: {counts['items']} items, {counts['stores']} stores, {counts['switches']} switches deleted"
+        )
