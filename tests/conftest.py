@@ -53,6 +53,7 @@ DATA_TABLES = (
     "dbm_items",
     "dbm_org_settings",
     "dbm_memory_switches",
+    "dbm_item_marks",
     "dbm_audit_events",
     "dbm_file_reads",
     "dbm_files",

@@ -65,11 +65,12 @@ def test_a_chat_session_shows_loading_tool_calls_and_updating(engine: Engine) ->
         "tool memory create /memories/index.md",
     ]
     assert session.finish_turn(result).outcome == "updated"
-    assert display.lines[-4:] == [
+    assert display.lines[-5:] == [
         "step Updating your memory started",
         "step Updating your memory completed",
         "step Review your context memory started",
         "step Review your context memory completed",
+        "notice memory items: 2 added, 0 updated (/items lists them)",  # the item extraction
     ]
     assert "- Name: Ada Lind" in session.profile_text()
     assert [f.path for f in session.files()] == ["/memories/index.md", "/memories/sessions/s1.md"]
@@ -105,7 +106,7 @@ def url(tmp_path: Path) -> str:
 
 def test_the_chat_command_runs_with_the_scripted_stand_in(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DBMEMORY_MODEL", raising=False)
-    typed = "hello\nI prefer short answers with examples. I live in Oslo.\n/memory\n/files\n/nope\n/quit\n"
+    typed = "hello\nI prefer short answers with examples. I live in Oslo.\n/memory\n/items\n/files\n/nope\n/quit\n"
     result = CliRunner().invoke(_app(), ["chat", "--agent", "CHAT", "--user", "u-9", "--session", "s1", "--url", url], input=typed)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -118,6 +119,7 @@ def test_the_chat_command_runs_with_the_scripted_stand_in(url: str, monkeypatch:
         "assistant> (scripted stand-in) Noted in /memories/sessions/s1.md.",
         "Updating your memory",
         "- Lives in: Oslo",  # /memory
+        "(no memory items yet",  # /items: the second message came within the skip window
         "/memories/index.md",  # /files
         "unknown command '/nope'",
     ):

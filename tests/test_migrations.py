@@ -33,6 +33,7 @@ TABLES = {
     "dbm_items",
     "dbm_org_settings",
     "dbm_memory_switches",
+    "dbm_item_marks",
 }
 
 

@@ -158,7 +158,9 @@ def test_replaying_the_shipped_sample_builds_a_profile_and_notes(engine: Engine)
     # Recent Topics dates come from the recorded session times, not the wall clock
     assert "- 2026-03-02 09:15 UTC:" in body and "- 2026-04-02 14:30 UTC:" in body
     assert f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC" not in body
-    assert set(summary.purposes) == {"agent", "gate", "rewrite", "scrub"}
+    assert set(summary.purposes) == {
+        "agent", "gate", "rewrite", "scrub", "item_extract", "item_scrub", "item_decide",
+    }
     assert summary.purposes["gate"].calls == summary.turns
     assert summary.purposes["rewrite"].prompt_tokens > 0
     assert all(summary.stages[s] >= 0 for s in ("ready", "load", "model", "tools", "consolidation", "total"))

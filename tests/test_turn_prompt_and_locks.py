@@ -21,6 +21,7 @@ from dbmemory.agent import TurnConfig, arun_turn, run_turn
 from dbmemory.db.dialect import configure_engine
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.llm import Completion, ToolCall
+from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
 from dbmemory.profile.prompts import purpose_of
 from dbmemory.prompts import MEMORY_PROTOCOL, augment_system_prompt, has_memory_protocol
 from dbmemory.stores import enable_for_agent
@@ -40,6 +41,8 @@ class Recorder:
     def __call__(self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
         if purpose_of(messages):
             return Completion("NOOP", "stop")
+        if item_purpose_of(messages):  # the item extraction after the turn
+            return Completion("[]", "stop")
         first = messages[0]
         self.systems.append(first["content"] if first.get("role") == "system" else "")
         return Completion(self.answer, "stop")

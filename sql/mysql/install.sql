@@ -201,6 +201,14 @@ CREATE TABLE dbm_memory_switches (
     CONSTRAINT pk_dbm_memory_switches PRIMARY KEY (org_id, user_key)
 )ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_bin;
 
+CREATE TABLE dbm_item_marks (
+    org_id VARCHAR(200) NOT NULL,
+    user_key VARCHAR(200) NOT NULL,
+    mark_key VARCHAR(250) NOT NULL COMMENT 'chat:<chat id> or summary',
+    marked_at DATETIME(6) NOT NULL,
+    CONSTRAINT pk_dbm_item_marks PRIMARY KEY (org_id, user_key, mark_key)
+)ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_bin;
+
 ALTER TABLE dbm_audit_events ADD COLUMN org_id VARCHAR(200) COMMENT 'organisation (revision 0003)';
 
 ALTER TABLE dbm_audit_events ADD COLUMN user_key VARCHAR(200) COMMENT 'subject user, encoded (0003)';

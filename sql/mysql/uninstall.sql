@@ -32,6 +32,8 @@ ALTER TABLE dbm_audit_events DROP COLUMN user_key;
 
 ALTER TABLE dbm_audit_events DROP COLUMN org_id;
 
+DROP TABLE dbm_item_marks;
+
 DROP TABLE dbm_memory_switches;
 
 DROP TABLE dbm_org_settings;

@@ -289,6 +289,16 @@ CREATE TABLE dbm_memory_switches (
     CONSTRAINT ck_dbm_memory_switches_on CHECK (memory_on IN (0, 1))
 );
 
+CREATE TABLE dbm_item_marks (
+    org_id VARCHAR2(200 CHAR) NOT NULL,
+    user_key VARCHAR2(200 CHAR) NOT NULL,
+    mark_key VARCHAR2(250 CHAR) NOT NULL,
+    marked_at TIMESTAMP NOT NULL,
+    CONSTRAINT pk_dbm_item_marks PRIMARY KEY (org_id, user_key, mark_key)
+);
+
+COMMENT ON COLUMN dbm_item_marks.mark_key IS 'chat:<chat id> or summary';
+
 ALTER TABLE dbm_audit_events ADD org_id VARCHAR2(200 CHAR);
 
 COMMENT ON COLUMN dbm_audit_events.org_id IS 'organisation (revision 0003)';

@@ -50,6 +50,8 @@ ALTER TABLE dbm_audit_events DROP COLUMN user_key;
 
 ALTER TABLE dbm_audit_events DROP COLUMN org_id;
 
+DROP TABLE dbm_item_marks PURGE;
+
 DROP TABLE dbm_memory_switches PURGE;
 
 DROP TABLE dbm_org_settings PURGE;

@@ -243,6 +243,16 @@ CREATE TABLE dbm_memory_switches (
     CONSTRAINT pk_dbm_memory_switches PRIMARY KEY (org_id, user_key)
 );
 
+CREATE TABLE dbm_item_marks (
+    org_id VARCHAR(200) NOT NULL,
+    user_key VARCHAR(200) NOT NULL,
+    mark_key VARCHAR(250) NOT NULL,
+    marked_at TIMESTAMP WITH TIME ZONE NOT NULL,
+    CONSTRAINT pk_dbm_item_marks PRIMARY KEY (org_id, user_key, mark_key)
+);
+
+COMMENT ON COLUMN dbm_item_marks.mark_key IS 'chat:<chat id> or summary';
+
 ALTER TABLE dbm_audit_events ADD COLUMN org_id VARCHAR(200);
 
 COMMENT ON COLUMN dbm_audit_events.org_id IS 'organisation (revision 0003)';

@@ -34,6 +34,7 @@ __all__ = [
     "complete",
     "acomplete",
     "normalize_response",
+    "embed",
     "LLM_EXTRA_HINT",
     "check_model",
     "preflight",
@@ -491,3 +492,28 @@ def preflight(
 
 
 _LITELLM_CALLS = (complete, acomplete)
+def embed(model: str, texts: list[str], *, timeout: float | None = None, **kwargs: Any) -> list[list[float]]:
+    """Embed texts through ``litellm.embedding`` (memory-item selection by embeddings).
+
+    Args:
+        model: a litellm embedding model name, e.g. ``"text-embedding-3-small"``.
+        texts: the texts, in order.
+        timeout: seconds before the call is abandoned, or None for litellm's default.
+        **kwargs: passed to ``litellm.embedding`` unchanged.
+
+    Returns:
+        One vector (list of floats) per text, in order.
+
+    Raises:
+        MissingDependencyError: litellm is not installed (``pip install 'dbmemory[llm]'``).
+        Exception: whatever litellm raises for the provider.
+    """
+    litellm = _import_litellm()
+    call: dict[str, Any] = {"model": model, "input": list(texts), **kwargs}
+    if timeout is not None:
+        call["timeout"] = timeout
+    response = litellm.embedding(**call)
+    rows = _get(response, "data", []) or []
+    ordered = sorted(rows, key=lambda row: _as_int(_get(row, "index", 0)))
+    return [[float(x) for x in (_get(row, "embedding", []) or [])] for row in ordered]
+

@@ -33,7 +33,10 @@ __all__ = [
 CHAT_SYSTEM_PROMPT = "You are a helpful assistant. Answer concisely."
 """The chat's own system prompt (the session and time lines follow it)."""
 
-COMMANDS_HELP = "/memory shows your profile, /files the agent's memory files, /help this help, /quit ends."
+COMMANDS_HELP = (
+    "/memory shows your profile, /items your memory items, /files the agent's memory files, "
+    "/help this help, /quit ends."
+)
 
 
 class ChatDisplay(Protocol):
@@ -134,6 +137,10 @@ class ChatSession:
             self.display.notice("could not load your memory: this answer is given without it")
         elif event.kind == "memory_update_failed":
             self.display.notice("updating your memory failed (logged); your answer was not affected")
+        elif event.kind == "items_extracted" and event.data is not None:
+            added, updated = len(event.data.added), len(event.data.updated)  # type: ignore[attr-defined]
+            if added or updated:
+                self.display.notice(f"memory items: {added} added, {updated} updated (/items lists them)")
 
     def send(self, text: str) -> TurnResult:
         """Run one turn for the user's ``text`` and wait for its memory update.
@@ -172,6 +179,13 @@ class ChatSession:
         if result.post_processing is None:
             return None
         return result.post_processing.run()
+
+    def items(self) -> list[Any]:
+        """The user's live memory items (organisation ``default``), oldest first."""
+        from dbmemory.items import list_items
+
+        with self.engine.connect() as conn:
+            return list_items(conn, self.user_id, now=self.clock())
 
     def profile_text(self) -> str | None:
         """The user's stored profile, or None when there is none yet."""

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections import Counter
@@ -76,8 +77,9 @@ class PurposeStats:
 class CountingModel:
     """Wrap a ``CompleteFn``: count calls, tokens and time per purpose, and swap in recorded replies.
 
-    The purpose is read from the prompt (:func:`dbmemory.profile.prompts.purpose_of`); a call
-    that is not a profile step is the agent's (``agent``). When :attr:`recorded_reply` is set and
+    The purpose is read from the prompt (:func:`dbmemory.profile.prompts.purpose_of`, then
+    :func:`dbmemory.items.extract_prompts.purpose_of` as ``item_extract``/``item_scrub``/
+    ``item_decide``); any other call is the agent's (``agent``). When :attr:`recorded_reply` is set and
     an agent call ends the turn (no tool calls), its text is replaced by the recorded reply.
     """
 
@@ -87,9 +89,11 @@ class CountingModel:
         self.recorded_reply: str | None = None
 
     def __call__(self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+        from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
         from dbmemory.profile.prompts import purpose_of
 
-        purpose = purpose_of(messages) or AGENT_PURPOSE
+        item_purpose = item_purpose_of(messages)
+        purpose = purpose_of(messages) or (f"item_{item_purpose}" if item_purpose else AGENT_PURPOSE)
         stats = self.stats.setdefault(purpose, PurposeStats())
         started = time.perf_counter()
         try:
@@ -137,6 +141,13 @@ class ReplaySummary:
         profile_text: the final profile file text, or None.
         profile_tokens: its size in tokens (the profile's tokenizer for ``model``).
         max_tokens: the profile budget.
+        extractions: item extraction outcomes (``written``, ``nothing``, ``skipped``,
+            ``rejected``, ``scrub_veto``, ``error``, ``disabled``).
+        items_added / items_updated: items the extraction added / updated (contradictions).
+        summaries: profile summary folds by outcome.
+        items: the user's items live at the last replayed turn's time (``Item.to_dict()`` each),
+            oldest first.
+        last_turn_at: the recorded time of the last turn (None: the clock).
     """
 
     conversation_id: str
@@ -160,6 +171,20 @@ class ReplaySummary:
     profile_text: str | None = None
     profile_tokens: int = 0
     max_tokens: int = 0
+    extractions: Counter[str] = field(default_factory=Counter)
+    items_added: int = 0
+    items_updated: int = 0
+    summaries: Counter[str] = field(default_factory=Counter)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    last_turn_at: dt.datetime | None = None
+
+    @property
+    def item_counts(self) -> dict[str, int]:
+        """Live items at the end by kind: ``{"manual": n, "auto": m}``."""
+        counts = {"manual": 0, "auto": 0}
+        for item in self.items:
+            counts[item["kind"]] = counts.get(item["kind"], 0) + 1
+        return counts
 
     @property
     def noop(self) -> int:
@@ -206,6 +231,11 @@ class ReplaySummary:
             "stages_s": {k: round(v, 4) for k, v in self.stages.items()},
             "profile_tokens": self.profile_tokens,
             "max_tokens": self.max_tokens,
+            "extractions": dict(self.extractions),
+            "items_added": self.items_added,
+            "items_updated": self.items_updated,
+            "summaries": dict(self.summaries),
+            "item_counts": self.item_counts,
         }
 
 
@@ -231,12 +261,23 @@ def reset_replay_memory(engine: Engine, *, agent_code: str, user_id: str, root_f
 
     with engine.begin() as conn:
         delete_profile(conn, user_id, root_folder=root_folder)
+        _reset_items(conn, user_id)
         try:
             ref = resolve_store(conn, agent_code, user_id=user_id)
         except DbMemoryError:  # agent without memory, or its scope needs more: nothing to clear
             return
         if ref.scope == "user" and ref.store_id is not None:
             clear_store_files(conn, ref.store_id, actor="replay-reset")
+
+
+def _reset_items(conn: Any, user_id: str) -> None:
+    """Purge the replay user's items in the default organisation and its extraction marks."""
+    from dbmemory.items import clear_items, purge_items
+    from dbmemory.items.runtime_data import clear_marks
+
+    clear_items(conn, user_id, actor="replay-reset")
+    purge_items(conn, user_id=user_id, org_id="default", include_grace=True, actor="replay-reset")
+    clear_marks(conn, "default", user_id)
 
 
 def _session_header(exchange: Exchange) -> str:
@@ -254,8 +295,20 @@ def _record(summary: ReplaySummary, result: TurnResult) -> None:
     summary.tool_limit_hits += int(result.tool_limit_reached)
 
 
+def _record_extraction(summary: ReplaySummary, result: TurnResult) -> None:
+    extraction = result.item_extraction
+    if extraction is None:
+        return
+    summary.extractions[extraction.outcome] += 1
+    summary.items_added += len(extraction.added)
+    summary.items_updated += len(extraction.updated)
+    if extraction.summary is not None:
+        summary.summaries[extraction.summary] += 1
+
+
 def _record_consolidation(summary: ReplaySummary, result: TurnResult, seconds: float) -> None:
     summary.stages["consolidation"] += seconds
+    _record_extraction(summary, result)
     handle = result.post_processing
     if handle is None:
         return
@@ -373,6 +426,7 @@ def replay_conversation(
                         now=exchange.time,
                         post_process="deferred",
                         memory_protocol=protocol_mode_after(started_with),
+                        item_skip_window=False,  # one recorded time per session, not per message
                     ),
                     complete=counting,
                 )
@@ -384,6 +438,8 @@ def replay_conversation(
                     result.post_processing.run()
                 _record_consolidation(summary, result, time.perf_counter() - t0)
                 summary.turns += 1
+                if exchange.time is not None:
+                    summary.last_turn_at = exchange.time
                 history += [
                     {"role": "user", "content": exchange.user_text},
                     {"role": "assistant", "content": exchange.assistant_text},
@@ -407,4 +463,8 @@ def _final_profile(engine: Engine, summary: ReplaySummary, memory_config: Any, m
     if record is not None:
         summary.profile_text = record.text
         summary.profile_tokens = count_tokens(record.text, memory_config.effective_model(model) or model)
+    from dbmemory.items import list_items
+
+    with engine.connect() as conn:  # live as of the last replayed turn (auto items expire after 30 days)
+        summary.items = [i.to_dict() for i in list_items(conn, summary.user_id, now=summary.last_turn_at)]
 

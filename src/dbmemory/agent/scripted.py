@@ -36,6 +36,10 @@ Policy, for the profile consolidation (recognised from the prompt, see :func:`de
   until it is under the smallest token count the prompt names (its target, about 90% of the
   budget), at 3 characters per token.
 
+Policy, for the memory items (extraction, scrub, reconciliation): see
+:mod:`dbmemory.agent.scripted_items` (one third-person fact per obvious profile fact, fixed
+confidences, the same scrub rule, single-valued facts updated in place).
+
 Token usage is reported as an estimate (characters / 4), so per-purpose counters have numbers.
 """
 
@@ -187,7 +191,8 @@ def profile_facts(text: str) -> list[tuple[str, str | None, str]]:
 
 
 def detect_purpose(messages: Sequence[Mapping[str, Any]], tools: object = None, **kwargs: Any) -> str:
-    """Recognise what a call is for: ``agent``, ``gate``, ``rewrite``, ``scrub``, ``condense`` or ``chat``.
+    """Recognise what a call is for: ``agent``, ``gate``, ``rewrite``, ``scrub``, ``condense``,
+    ``item_extract``, ``item_scrub``, ``item_decide`` or ``chat``.
 
     An explicit ``purpose`` keyword wins, then the first line of the system prompt of the profile
     pipeline (:func:`dbmemory.profile.prompts.purpose_of`). A call offering the ``memory`` tool is
@@ -203,6 +208,11 @@ def detect_purpose(messages: Sequence[Mapping[str, Any]], tools: object = None, 
     known = purpose_of(list(messages))
     if known:
         return known
+    from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
+
+    item_purpose = item_purpose_of(list(messages))
+    if item_purpose:
+        return f"item_{item_purpose}"
     for tool in tools or ():
         name = tool.get("name") or (tool.get("function") or {}).get("name") if isinstance(tool, Mapping) else None
         if name == "memory":
@@ -261,6 +271,9 @@ class ScriptedModel:
             "rewrite": self._rewrite,
             "scrub": self._scrub,
             "condense": self._condense,
+            "item_extract": self._item_extract,
+            "item_scrub": self._item_scrub,
+            "item_decide": self._item_decide,
         }.get(purpose, self._chat)
         result = handler(messages)
         prompt_chars = sum(len(_content_text(m.get("content"))) for m in messages)
@@ -339,10 +352,20 @@ class ScriptedModel:
     def _rewrite(self, messages: list[dict[str, Any]]) -> str:
         prompt = self._data(messages)
         user_text = _extract_user_text(prompt)
+        from dbmemory.agent.scripted_items import fold_bullets
+        from dbmemory.profile.format import parse_body, render_body
+
+        folded = fold_bullets(user_text)
+        if folded is not None:  # a summary fold of memory items
+            sections = parse_body(_extract_body(prompt)).sections
+            bullets = {name: [line for line in text.split("\n") if line.strip()] for name, text in sections.items()}
+            for section, bullet in folded:
+                if f"- {bullet}" not in bullets[section]:
+                    bullets[section].append(f"- {bullet}")
+            return render_body({name: "\n".join(lines) for name, lines in bullets.items()})
         statements = first_person_statements(user_text)
         if not statements:
             return "NOOP"
-        from dbmemory.profile.format import parse_body, render_body
 
         sections = parse_body(_extract_body(prompt)).sections
         when = self._time(_extract_time_text(prompt))
@@ -379,6 +402,24 @@ class ScriptedModel:
                 # Recent Topics is newest first: its oldest bullet is the last; others oldest first
                 bullets[name].pop(-1 if name == "Recent Topics" else 0)
         return render_body({name: "\n".join(lines) for name, lines in bullets.items()})
+
+    def _item_extract(self, messages: list[dict[str, Any]]) -> str:
+        from dbmemory.agent.scripted_items import extract_answer
+
+        earlier = _tag(self._data(messages), "earlier_user_messages") or ""
+        lines = [line[2:] for line in earlier.splitlines() if line.startswith("- ")]
+        return extract_answer("\n".join([*lines, self._user_text(messages)]))
+
+    def _item_scrub(self, messages: list[dict[str, Any]]) -> str:
+        from dbmemory.agent.scripted_items import scrub_answer
+
+        return scrub_answer(_tag(self._data(messages), "facts") or "")
+
+    def _item_decide(self, messages: list[dict[str, Any]]) -> str:
+        from dbmemory.agent.scripted_items import decide_answer
+
+        data = self._data(messages)
+        return decide_answer(_tag(data, "facts") or "", _tag(data, "items") or "")
 
     def _chat(self, messages: list[dict[str, Any]]) -> str:
         return "(scripted stand-in) I have no language model; configure one with --model to get real answers."

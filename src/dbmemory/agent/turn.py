@@ -118,6 +118,8 @@ def _check_config_fields(config: TurnConfig) -> None:
         _v.check_days(config.timeout_s, "timeout_s")  # a finite number > 0
     _v.check_mapping(config.model_kwargs, "model_kwargs", optional=False, scope=False)
     _v.check_now(config.now)
+    _v.check_bool(config.item_memory, "item_memory")
+    _v.check_bool(config.item_skip_window, "item_skip_window")
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,14 @@ class TurnConfig:
             to any turn whose system prompt lacks it (the conversation started with it and the
             host rebuilds its system prompt each turn: pass ``"include"`` when the first turn's
             :attr:`TurnResult.memory_protocol` was True); ``"omit"`` never adds it.
+        item_memory: load and inject the organisation memory and the user's memory items, and
+            extract items after the turn (needs a ``user_id``). The user's memory switch
+            (:func:`dbmemory.items.set_memory_switch`) still applies: off, nothing of the user's
+            memory is injected or updated, the profile included, and everything is kept.
+        item_skip_window: apply the organisation's extraction skip window to this turn's chat
+            (``session_id``): a message less than ``skip_window_seconds`` after the chat's last
+            extraction is not extracted. False extracts every turn (``replay`` passes False:
+            recorded transcripts carry one time per session, not per message).
     """
 
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
@@ -160,6 +170,8 @@ class TurnConfig:
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
     now: dt.datetime | None = None
     memory_protocol: ProtocolMode = "auto"
+    item_memory: bool = True
+    item_skip_window: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
@@ -237,8 +249,13 @@ class TurnResult:
             by this turn or already in the caller's system prompt).
         messages: the full message list of the turn (system prompt, history, tool messages and
             the final assistant message).
-        post_processing: the consolidation handle (:class:`PostProcessing` or
-            :class:`AsyncPostProcessing`), or None when user memory was off for the turn.
+        post_processing: the post-processing handle (:class:`PostProcessing` or
+            :class:`AsyncPostProcessing`; its result is the profile's consolidation result, or
+            None when only items were processed), or None when user memory was off.
+        org_memory_loaded: whether an organisation-memory block was injected.
+        items_injected: the memory items injected (selected and within the budget), in order.
+        item_extraction: the :class:`~dbmemory.items.extract.ExtractionResult` once the
+            post-processing extracted items (None before, or when it did not run).
     """
 
     answer: str
@@ -252,6 +269,9 @@ class TurnResult:
     messages: list[dict[str, Any]]
     memory_protocol: bool = False
     post_processing: PostProcessing | AsyncPostProcessing | None = None
+    org_memory_loaded: bool = False
+    items_injected: tuple[Any, ...] = ()
+    item_extraction: Any = None
 
     @property
     def usage(self) -> Usage:
@@ -288,6 +308,10 @@ class _Context:
     memory_config: Any = None
     state: Any = None
     memory_on: bool = False
+    org_id: str = "default"
+    items_on: bool = False
+    items: Any = None
+    load_failed: bool = False
 
 
 def _emit(ctx: _Context, kind: str, data: object = None) -> None:
@@ -375,6 +399,12 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _earlier_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The text of every user message but the last, oldest first."""
+    texts = [_last_user_text([m]) for m in messages if m.get("role") == "user"]
+    return texts[:-1]
+
+
 def _limit_record(call: object, limit: int) -> ToolCallRecord:
     call_id, name, arguments = tool_call_parts(call)
     text = (
@@ -393,6 +423,23 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
     has_tool = memory_tool is not None
     timings["ready"] = time.perf_counter() - started
 
+    if ctx.items_on:
+        from dbmemory.agent import item_memory
+
+        t0 = time.perf_counter()
+        try:
+            ctx.items = yield Db(
+                lambda conn: item_memory.load(conn, org_id=ctx.org_id, user_id=ctx.user_id, now=cfg.now)
+            )
+        except Exception:
+            logger.warning("loading the organisation memory and items failed; the turn runs without them", exc_info=True)
+            item_memory.count_failure("load")
+        else:
+            if not ctx.items.memory_on:
+                ctx.memory_on = False  # the memory switch is off: no profile either, all kept
+            _emit(ctx, "items_loaded", ctx.items)
+        timings["load"] += time.perf_counter() - t0
+
     load_failed = False
     if ctx.memory_on:
         _emit(ctx, "memory_loading")
@@ -403,11 +450,11 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
             # not an empty memory: say so to the model and skip consolidation for this turn
             logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
             ctx.memory_on = False
-            load_failed = True
+            ctx.load_failed = load_failed = True
             _emit(ctx, "memory_load_failed", exc)
         else:
             _emit(ctx, "memory_loaded", ctx.state)
-        timings["load"] = time.perf_counter() - t0
+        timings["load"] += time.perf_counter() - t0
 
     system, history = _split_system(ctx.messages)
     parts = [system] if system.strip() else []
@@ -417,15 +464,25 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
         parts.append(get_memory_protocol())
     protocol_sent = has_memory_protocol("\n\n".join(parts))
     profile_loaded = False
+    profile_section = ""
     if ctx.memory_on and ctx.state is not None:
         from dbmemory.profile.load import memory_prompt_section
 
-        section = memory_prompt_section(ctx.state)
-        if section:
-            parts.append(section)
-            profile_loaded = True
+        profile_section = memory_prompt_section(ctx.state)
+        profile_loaded = bool(profile_section)
     elif load_failed:
-        parts.append(LOAD_FAILED_NOTE)
+        profile_section = LOAD_FAILED_NOTE
+    if ctx.items is not None:
+        from dbmemory.agent import item_memory
+
+        parts.extend(
+            item_memory.blocks(
+                ctx.items, profile_section, _last_user_text(ctx.messages),
+                model=_memory_model(ctx), timeout=cfg.timeout_s,
+            )
+        )
+    elif profile_section:
+        parts.append(profile_section)
     messages: list[dict[str, Any]] = ([{"role": "system", "content": "\n\n".join(parts)}] if parts else []) + history
 
     native = cfg.native_anthropic_memory_tool and is_anthropic_model(ctx.model)
@@ -495,6 +552,8 @@ def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
         profile_loaded=profile_loaded,
         messages=messages,
         memory_protocol=protocol_sent,
+        org_memory_loaded=ctx.items is not None and bool(ctx.items.memory_on and ctx.items.org_memory.strip()),
+        items_injected=tuple(ctx.items.injected) if ctx.items is not None else (),
     )
 
 
@@ -514,6 +573,7 @@ def _prepare(
     config: TurnConfig | None,
     on_event: EventHandler | None,
     step_logger: Any,
+    org_id: str = "default",
 ) -> _Context:
     if not messages or not any(m.get("role") == "user" for m in messages):
         raise InvalidArgumentError("messages must hold at least one user message: the turn answers it")
@@ -532,8 +592,10 @@ def _prepare(
         config=cfg,
         on_event=on_event,
         step_logger=step_logger,
+        org_id=org_id,
     )
     ctx.memory_on = bool(cfg.user_memory_enabled and user_id is not None)
+    ctx.items_on = bool(cfg.item_memory and user_id is not None)
     if ctx.memory_on:
         from dbmemory.profile.config import UserMemoryConfig
 
@@ -550,12 +612,38 @@ def _effective_mode(engine: Engine, given_engine: bool, mode: PostProcessMode) -
     return mode
 
 
-def _consolidation(ctx: _Context, engine: Engine, answer: str, complete: CompleteFn) -> Callable[[], Any]:
+def _wants_post_processing(ctx: _Context) -> bool:
+    if ctx.load_failed:  # no memory update after a turn whose memory could not be loaded
+        return False
+    items_on = ctx.items is not None and ctx.items.memory_on
+    return (ctx.memory_on or items_on) and ctx.config.post_process != "off"
+
+
+def _consolidation(
+    ctx: _Context, engine: Engine, answer: str, complete: CompleteFn, turn: TurnResult | None = None
+) -> Callable[[], Any]:
     from dbmemory.agent.postprocess import consolidate
 
     user_text = _last_user_text(ctx.messages)
 
     def job() -> Any:
+        result = _consolidate_profile() if ctx.memory_on else None
+        if ctx.items is not None and ctx.items.memory_on:
+            from dbmemory.agent import item_memory
+
+            extraction = item_memory.after_turn(
+                engine, ctx.items, user_id=ctx.user_id, chat_id=ctx.session_id,
+                user_message=user_text, assistant_message=answer, complete=complete,
+                model=ctx.model, now=ctx.config.now, timeout=ctx.config.timeout_s,
+                profile_config=ctx.memory_config, skip_window=ctx.config.item_skip_window,
+                earlier_messages=_earlier_user_texts(ctx.messages),
+            )
+            if turn is not None:
+                turn.item_extraction = extraction
+            _emit(ctx, "items_extracted", extraction)
+        return result
+
+    def _consolidate_profile() -> Any:
         _emit(ctx, "memory_updating")
         result = consolidate(
             engine,
@@ -582,6 +670,9 @@ def _check_turn_arguments(**arguments: Any) -> None:
     from dbmemory.validate import check_turn_arguments
 
     arguments.pop("step_logger", None)
+    from dbmemory.items.model import check_org
+
+    check_org(arguments.pop("org_id", "default"))
     check_turn_arguments(arguments.pop("engine_or_conn"), **arguments)
 
 
@@ -604,6 +695,7 @@ def run_turn(
     complete: CompleteFn | None = None,
     on_event: EventHandler | None = None,
     step_logger: Any = None,
+    org_id: str = "default",
 ) -> TurnResult:
     """Run one agent turn with database memory (see the module docs for the steps).
 
@@ -631,6 +723,8 @@ def run_turn(
         step_logger: the host's :class:`~dbmemory.profile.events.StepLogger` for the profile's
             step events ("Loading context memory", "Updating your memory", "Review your context
             memory"), or None.
+        org_id: the user's organisation (its settings, its organisation memory, the user's
+            items in it), default ``"default"``.
 
     Returns:
         A :class:`TurnResult`; its ``post_processing`` is running in the background (default),
@@ -660,6 +754,7 @@ def run_turn(
         config=config,
         on_event=on_event,
         step_logger=step_logger,
+        org_id=org_id,
     )
     if complete is None:
         from dbmemory.llm import complete as default_complete
@@ -677,9 +772,11 @@ def run_turn(
         conn = engine_or_conn
         engine = conn.engine
         result = drive_sync(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
-    if ctx.memory_on and ctx.config.post_process != "off":
+    if _wants_post_processing(ctx):
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
-        handle = PostProcessing(_consolidation(ctx, engine, result.answer, complete), on_failure=_on_failure(ctx))
+        handle = PostProcessing(
+            _consolidation(ctx, engine, result.answer, complete, result), on_failure=_on_failure(ctx)
+        )
         if mode == "background":
             handle.start()
         elif mode == "inline":
@@ -703,6 +800,7 @@ async def arun_turn(
     complete: Callable[..., Any] | None = None,
     on_event: EventHandler | None = None,
     step_logger: Any = None,
+    org_id: str = "default",
 ) -> TurnResult:
     """Async twin of :func:`run_turn`: same arguments, steps, transactions and result.
 
@@ -724,6 +822,7 @@ async def arun_turn(
         config=config,
         on_event=on_event,
         step_logger=step_logger,
+        org_id=org_id,
     )
     if complete is None:
         from dbmemory.llm import acomplete
@@ -744,10 +843,10 @@ async def arun_turn(
         conn = engine_or_conn
         engine = conn.engine
         result = await drive_async(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
-    if ctx.memory_on and ctx.config.post_process != "off":
+    if _wants_post_processing(ctx):
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
         handle = AsyncPostProcessing(
-            _consolidation(ctx, engine, result.answer, sync_complete(complete)), on_failure=_on_failure(ctx)
+            _consolidation(ctx, engine, result.answer, sync_complete(complete), result), on_failure=_on_failure(ctx)
         )
         if mode == "background":
             handle.start()

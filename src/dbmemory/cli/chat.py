@@ -1,7 +1,8 @@
 """``dbmemory chat``: an interactive terminal chat with database memory (rich).
 
 Shows, as they happen, "Loading context memory", each MEMORY tool call with its result, the
-answer, then "Updating your memory" (each step once, when it ends, with its outcome). ``/memory`` prints the user's profile, ``/files`` the
+answer, then "Updating your memory" (each step once, when it ends, with its outcome). ``/memory``
+prints the user's profile, ``/items`` the user's memory items, ``/files`` the
 agent's memory files (``/files PATH`` one file), ``/help`` the commands, ``/quit`` ends.
 """
 
@@ -93,7 +94,7 @@ def chat(
     """Chat with an agent that has database memory, in the terminal.
 
     Each turn runs in a transaction of its own and commits it; the profile update follows the
-    answer. Type /memory for your profile, /files for the agent's memory files (/files PATH for
+    answer. Type /memory for your profile, /items for your memory items, /files for the agent's memory files (/files PATH for
     one file), /help, and /quit (or Ctrl-D) to end. Without --model (or DBMEMORY_MODEL) the
     scripted stand-in answers: it takes notes, it does not converse.
 
@@ -147,6 +148,15 @@ def chat(
             if text == "/memory":
                 profile = chat_session.profile_text()
                 out.print(profile or "(no profile yet: it is written after a turn that teaches something about you)", markup=False, highlight=False)
+                continue
+            if text == "/items":
+                items = chat_session.items()
+                if not items:
+                    out.print("(no memory items yet: facts you state are noted after a turn)")
+                else:
+                    print_table(
+                        ["id", "kind", "text"], [[i.item_id, i.kind, i.text] for i in items], right=["id"]
+                    )
                 continue
             if text.startswith("/files"):
                 _files(out, chat_session, text[len("/files") :].strip())

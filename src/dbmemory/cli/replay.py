@@ -1,7 +1,7 @@
 """``dbmemory replay``: replay a recorded conversation through the whole memory pipeline.
 
 The main job of the package: with no argument it replays the short sample conversation that
-ships with dbmemory on the embedded SQLite database, then prints the final profile, the memory
+ships with dbmemory on the embedded SQLite database, then prints the final profile, the memory items with their counts, the memory
 files and a summary. With no model configured it uses the scripted stand-in and says so on the
 first line.
 """
@@ -179,6 +179,7 @@ def replay(
                 "summary": summary.as_dict(),
                 "profile": summary.profile_text,
                 "files": files,
+                "items": summary.items,
             }
         )
         return
@@ -217,6 +218,28 @@ def _print_report(out: Any, summary: ReplaySummary, files: list[dict[str, Any]])
         ["store", "path", "chars", "updated (UTC)"],
         [[f["store"], f["path"], f["chars"], f["updated_at"]] for f in files],
         right=["chars"],
+    )
+    counts = summary.item_counts
+    out.rule(
+        f"Memory items of {summary.user_id} ({counts['manual'] + counts['auto']}: "
+        f"{counts['manual']} manual, {counts['auto']} auto)",
+        align="left",
+    )
+    print_table(
+        ["id", "kind", "confidence", "text"],
+        [
+            [i["item_id"], i["kind"], "" if i["confidence"] is None else f"{i['confidence']:.2f}", i["text"]]
+            for i in summary.items
+        ],
+        right=["id", "confidence"],
+    )
+    e = summary.extractions
+    out.print(
+        f"Item extraction: {sum(e.values())} runs ({e['written']} wrote, {e['nothing']} found nothing new, "
+        f"{e['skipped']} skipped, {e['rejected'] + e['scrub_veto'] + e['error']} failed or vetoed); "
+        f"{summary.items_added} added, {summary.items_updated} updated; profile summary folds: "
+        f"{sum(summary.summaries.values())}",
+        markup=False, highlight=False,
     )
     out.rule("Summary", align="left")
     o = summary.outcomes

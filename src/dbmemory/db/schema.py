@@ -29,6 +29,7 @@ __all__ = [
     "items",
     "org_settings",
     "memory_switches",
+    "item_marks",
     "AUDIT_REPORT_VIEW",
     "audit_report_view_select",
     "FILE_LIST_VIEW",
@@ -276,6 +277,18 @@ memory_switches = sa.Table(
     **_MYSQL,
 )
 """The memory switch per user and organisation (revision 0003); no row means on."""
+
+item_marks = sa.Table(
+    "dbm_item_marks",
+    metadata,
+    sa.Column("org_id", sa.String(200), primary_key=True),
+    sa.Column("user_key", sa.String(200), primary_key=True),
+    sa.Column("mark_key", sa.String(250), primary_key=True, comment="chat:<chat id> or summary"),
+    sa.Column("marked_at", UtcDateTime(), nullable=False),
+    **_MYSQL,
+)
+"""Times of the item runtime (revision 0003): the last extraction per chat (skip window) and
+the last profile summary fold per user, see :mod:`dbmemory.items.runtime_data`."""
 
 
 def audit_report_view_select() -> sa.Select[tuple[object, ...]]:

@@ -224,6 +224,9 @@ def forget_user(
             sa.delete(_sw).where(_sw.c.org_id == org, _sw.c.user_key == key)
         ).rowcount
         switches += conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
+        from dbmemory.db.schema import item_marks as _mk  # extraction/summary times (h9b)
+
+        conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))
         counts = {"items": len(ids), "stores": int(dropped), "switches": int(switches)}
         audit.record(
             conn, "user_forget", actor=actor, org_id=org, user_key=key,

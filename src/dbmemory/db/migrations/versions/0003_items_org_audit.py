@@ -13,6 +13,8 @@ Revises: 0002
 * ``dbm_org_settings``: the settings of an organisation that differ from the defaults, one row
   per (organisation, setting name).
 * ``dbm_memory_switches``: the memory switch per (organisation, user); no row means on.
+* ``dbm_item_marks``: times of the item runtime per (organisation, user, mark): the last
+  extraction of a chat (skip window) and the last profile summary fold.
 * ``dbm_audit_events`` gains ``org_id``, ``user_key`` and ``item_id`` (all NULL for the events
   written before) and two indexes, so audit queries by user or organisation use an index.
 * ``dbm_audit_report_v``: the report view over the audit events.
@@ -147,6 +149,15 @@ def upgrade() -> None:
         flag_check("memory_on", "ck_dbm_memory_switches_on"),
         **_MYSQL,
     )
+    _create_table(
+        "dbm_item_marks",
+        sa.Column("org_id", sa.String(200), nullable=False),
+        sa.Column("user_key", sa.String(200), nullable=False),
+        sa.Column("mark_key", sa.String(250), nullable=False, comment="chat:<chat id> or summary"),
+        sa.Column("marked_at", UtcDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("org_id", "user_key", "mark_key", name="pk_dbm_item_marks"),
+        **_MYSQL,
+    )
     _add_column(
         "dbm_audit_events",
         sa.Column("org_id", sa.String(200), nullable=True, comment="organisation (revision 0003)"),
@@ -170,13 +181,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the view, the audit columns and indexes, and the three tables."""
+    """Drop the view, the audit columns and indexes, and the four tables."""
     op.execute(f"DROP VIEW {VIEW_NAME}")
     for name, _columns in reversed(_AUDIT_INDEXES):
         op.drop_index(name, table_name="dbm_audit_events")
     # plain ALTER TABLE ... DROP COLUMN (SQLite 3.35+), as in 0002
     for column in ("item_id", "user_key", "org_id"):
         op.drop_column("dbm_audit_events", column)
+    drop_table(op, "dbm_item_marks")
     drop_table(op, "dbm_memory_switches")
     drop_table(op, "dbm_org_settings")
     drop_table(op, "dbm_items")

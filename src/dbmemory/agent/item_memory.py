@@ -1,0 +1,120 @@
+"""The turn's item memory: organisation memory and memory items around the profile (internal).
+
+:func:`dbmemory.agent.turn.run_turn` and ``arun_turn`` call these helpers (one loop, two
+drivers): :func:`load` in a database step before the profile (the memory switch decides whether
+anything is loaded at all), :func:`blocks` to build the system-prompt blocks in injection order
+(organisation memory, profile, items), and :func:`after_turn` in the post-processing job, after
+the profile consolidation: the injected items are marked used in a short transaction of their
+own, then the items are extracted from the exchange (:func:`dbmemory.items.extract.extract_items`).
+Every failure here is logged and counted (``dbmemory_items_failures_total{stage}``), never raised
+into the turn: a failed load injects no items and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Connection, Engine
+
+__all__ = ["load", "blocks", "after_turn", "count_failure"]
+
+logger = logging.getLogger("dbmemory.agent.turn")
+
+
+def count_failure(stage: str) -> None:
+    """Count a swallowed failure of the item memory (best effort)."""
+    try:
+        from dbmemory.items.runtime_metrics import item_metrics
+
+        item_metrics().failure(stage)
+    except Exception:  # metrics are best effort
+        logger.debug("could not count an item memory failure", exc_info=True)
+
+
+def load(conn: Connection, *, org_id: str, user_id: str, now: dt.datetime | None) -> Any:
+    """The switch, settings, organisation memory and live items (in a savepoint, so a failed
+    read never poisons the caller's transaction)."""
+    from dbmemory.items.turn_memory import load_turn_items
+
+    with conn.begin_nested():
+        return load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)
+
+
+def blocks(loaded: Any, profile_section: str, question: str, *, model: str, timeout: float | None) -> list[str]:
+    """The memory blocks of the system prompt in injection order; ``[profile_section]`` (or
+    nothing) when the items could not be loaded. Records what was injected on ``loaded``."""
+    if loaded is None or not loaded.memory_on:
+        return [profile_section] if profile_section else []
+    from dbmemory.items.inject import memory_sections
+    from dbmemory.items.runtime_metrics import item_metrics
+    from dbmemory.items.turn_memory import choose
+
+    try:
+        selection = choose(loaded, question, timeout=timeout)
+        settings = loaded.settings
+        parts, block = memory_sections(
+            org_memory=loaded.org_memory,
+            profile_section=profile_section,
+            items=selection.items,
+            model=model,
+            org_max_tokens=settings.org_memory_token_budget,
+            items_max_tokens=settings.item_token_budget,
+        )
+        loaded.injected = block.items
+        item_metrics().selection("fallback" if selection.fallback else selection.mode)
+        return parts
+    except Exception:  # noqa: BLE001 - the turn goes on with the profile alone
+        logger.warning("selecting memory items failed; the turn runs without them", exc_info=True)
+        count_failure("load")
+        return [profile_section] if profile_section else []
+
+
+def after_turn(
+    engine: Engine,
+    loaded: Any,
+    *,
+    user_id: str,
+    chat_id: str | None,
+    user_message: str,
+    assistant_message: str,
+    complete: Callable[..., Any],
+    model: str,
+    now: dt.datetime | None,
+    timeout: float | None,
+    profile_config: Any,
+    skip_window: bool = True,
+    earlier_messages: Any = (),
+) -> Any:
+    """Mark the injected items used, then extract items from the exchange; the
+    :class:`~dbmemory.items.extract.ExtractionResult`, or None when the switch is off or the
+    items could not be loaded. Never raises."""
+    if loaded is None or not loaded.memory_on:
+        return None
+    try:
+        if loaded.injected:
+            from dbmemory.items.store import mark_items_used
+
+            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now)
+    except Exception:  # noqa: BLE001
+        logger.warning("marking memory items used failed", exc_info=True)
+        count_failure("mark_used")
+    from dbmemory.items.extract import extract_items
+
+    return extract_items(
+        engine,
+        org_id=loaded.org_id,
+        user_id=user_id,
+        chat_id=chat_id,
+        user_message=user_message,
+        assistant_message=assistant_message,
+        complete=complete,
+        model=model,
+        now=now,
+        timeout=timeout if timeout is not None else 60.0,
+        profile_config=profile_config,
+        skip_window=skip_window,
+        earlier_messages=tuple(earlier_messages)[-10:],
+    )

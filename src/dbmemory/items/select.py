@@ -1,0 +1,273 @@
+"""Which memory items a turn injects (issue 9, "Selection at answer time").
+
+:func:`select_items` is pure (no database): given the user's live items and the current question
+it returns a :class:`Selection`:
+
+- no items: nothing (``mode="none"``);
+- fewer than ``threshold`` items (default 20): all of them (``mode="all"``), most recently
+  used or changed first;
+- ``threshold`` or more: the ``top_k`` (default 10) items most relevant to the question
+  (``mode="ranked"``), ranked by BM25 (the ``bm25s`` library, English stop words and the Snowball
+  stemmer from ``PyStemmer`` when installed), or by cosine similarity of embeddings when an
+  embedding model is named (:func:`dbmemory.llm.embed`, litellm). The profile is injected
+  beside them as always (:mod:`dbmemory.items.inject`).
+
+Ties (and a question that shares no word with any item: every BM25 score 0) are broken by
+recency, then by item id, so a selection is deterministic. An embedding call that fails falls
+back to BM25 (logged and counted as ``method="bm25"``, ``fallback=True``); the turn never fails
+because of selection.
+
+Items are any objects with ``item_id`` (or ``id``) and ``text`` attributes; ``last_used_at``, ``updated_at`` and
+``created_at`` (datetimes or None) order them by recency when present (the
+:class:`dbmemory.items.Item` dataclass has them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dbmemory.errors import InvalidArgumentError, MissingDependencyError
+
+__all__ = [
+    "DEFAULT_SELECTION_THRESHOLD",
+    "DEFAULT_TOP_K",
+    "Selection",
+    "select_items",
+    "bm25_scores",
+    "by_recency",
+    "item_id",
+    "ITEMS_EXTRA_HINT",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SELECTION_THRESHOLD = 20
+"""Item count from which a turn injects only the most relevant ``top_k`` items."""
+
+DEFAULT_TOP_K = 10
+"""Items injected when the user has ``threshold`` or more."""
+
+ITEMS_EXTRA_HINT = "pip install 'dbmemory[items]'"
+"""What to install when ``bm25s`` is missing."""
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+EmbedFn = Callable[..., list[list[float]]]
+"""``embed(model, texts, timeout=...) -> one vector per text`` (default :func:`dbmemory.llm.embed`)."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The items a turn injects.
+
+    Attributes:
+        items: the chosen items, in injection order (most relevant or most recent first).
+        mode: ``"none"`` (no items), ``"all"`` (under the threshold) or ``"ranked"`` (top-k).
+        total: how many live items the user has.
+        method: ``"bm25"`` or ``"embedding"`` for ranked selections, else None.
+        fallback: the embedding call failed and BM25 ranked instead.
+    """
+
+    items: tuple[Any, ...]
+    mode: Literal["none", "all", "ranked"]
+    total: int
+    method: str | None = None
+    fallback: bool = False
+
+
+def _aware(value: Any) -> dt.datetime:
+    if not isinstance(value, dt.datetime):
+        return _EPOCH
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+
+
+def _recency(item: Any) -> dt.datetime:
+    """The item's latest use or change (UTC), the epoch when it has none."""
+    best = _EPOCH
+    for name in ("last_used_at", "updated_at", "created_at"):
+        value = getattr(item, name, None)
+        if isinstance(value, dt.datetime):
+            value = _aware(value)
+            if value > best:
+                best = value
+    return best
+
+
+def item_id(item: Any) -> Any:
+    """The id of an item: ``item_id`` (:class:`dbmemory.items.Item`) or ``id``."""
+    value = getattr(item, "item_id", None)
+    return getattr(item, "id", None) if value is None else value
+
+
+def by_recency(items: Sequence[Any]) -> list[Any]:
+    """``items`` most recently used or changed first; ties by id (ascending)."""
+    keyed = [((_EPOCH - _recency(item)).total_seconds(), str(type(item_id(item))), item_id(item), n)
+             for n, item in enumerate(items)]
+    keyed.sort()
+    return [items[k[3]] for k in keyed]
+
+
+_STEMMER: list[Any] = []
+
+
+def _stemmer() -> Callable[[list[str]], list[str]] | None:
+    if not _STEMMER:
+        try:
+            import Stemmer  # PyStemmer, an optional companion of bm25s
+        except ImportError:
+            _STEMMER.append(None)
+        else:
+            _STEMMER.append(Stemmer.Stemmer("english").stemWords)
+    return _STEMMER[0]
+
+
+_INDEX_CACHE_SIZE = 512
+_index_cache: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+_index_lock = threading.Lock()
+
+
+def _index(texts: tuple[str, ...]) -> Any:
+    """The BM25 index of ``texts`` (kept per process for the last 512 distinct item lists: a
+    user's items rarely change between turns), or None when no text has a term."""
+    with _index_lock:
+        found = _index_cache.get(texts)
+        if found is not None:
+            _index_cache.move_to_end(texts)
+            return found[0]
+    import bm25s
+
+    corpus = bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
+    retriever = None
+    if any(corpus):
+        retriever = bm25s.BM25()
+        # an item of stop words only tokenises to []: give bm25s one placeholder token for it
+        retriever.index([doc or ["\x00"] for doc in corpus], show_progress=False)
+    with _index_lock:
+        _index_cache[texts] = (retriever,)
+        while len(_index_cache) > _INDEX_CACHE_SIZE:
+            _index_cache.popitem(last=False)
+    return retriever
+
+
+def _query_tokens(query: str) -> list[str]:
+    """``query`` split as ``bm25s.tokenize`` splits the corpus (its default token pattern, lower
+    case, its English stop words, the same stemmer), without its progress-bar machinery."""
+    import re
+
+    from bm25s.stopwords import STOPWORDS_EN
+
+    words = [w for w in re.findall(r"(?u)\b\w\w+\b", query.lower()) if w not in STOPWORDS_EN]
+    stem = _stemmer()
+    return list(stem(words)) if stem is not None and words else words
+
+
+def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
+    """BM25 score of each text for ``query`` (``bm25s``; English stop words, Snowball stemming).
+
+    Args:
+        texts: the documents (item texts), at least one.
+        query: the question.
+
+    Returns:
+        One score (>= 0) per text, in order; all 0 when the query shares no term with any text.
+
+    Raises:
+        MissingDependencyError: ``bm25s`` is not installed (``pip install 'dbmemory[items]'``).
+    """
+    try:
+        import bm25s
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"ranking memory items needs the bm25s library: {ITEMS_EXTRA_HINT}"
+        ) from exc
+    query_tokens = _query_tokens(query)
+    retriever = _index(tuple(texts))
+    if not query_tokens or retriever is None:
+        return [0.0] * len(texts)
+    scores = retriever.get_scores(query_tokens)
+    return [float(s) for s in scores]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _embedding_scores(
+    texts: Sequence[str], query: str, model: str, embed: EmbedFn | None, timeout: float | None
+) -> list[float]:
+    if embed is None:
+        from dbmemory.llm import embed as llm_embed
+
+        embed = llm_embed
+    vectors = embed(model, [query, *texts], timeout=timeout)
+    if len(vectors) != len(texts) + 1:
+        raise ValueError(f"the embedding model returned {len(vectors)} vectors for {len(texts) + 1} texts")
+    question = vectors[0]
+    return [_cosine(question, vector) for vector in vectors[1:]]
+
+
+def _ranked(items: Sequence[Any], scores: Sequence[float], top_k: int) -> tuple[Any, ...]:
+    recent = by_recency(items)
+    position = {id(item): index for index, item in enumerate(recent)}
+    order = sorted(
+        range(len(items)), key=lambda i: (-scores[i], position[id(items[i])])
+    )
+    return tuple(items[i] for i in order[:top_k])
+
+
+def select_items(
+    items: Sequence[Any],
+    question: str,
+    *,
+    threshold: int = DEFAULT_SELECTION_THRESHOLD,
+    top_k: int = DEFAULT_TOP_K,
+    embedding_model: str | None = None,
+    embed: EmbedFn | None = None,
+    timeout: float | None = None,
+) -> Selection:
+    """Choose the items to inject for ``question`` (see the module doc for the rule).
+
+    Args:
+        items: the user's live items (soft-deleted and expired ones already left out).
+        question: the user's current message.
+        threshold: item count from which only the ``top_k`` most relevant are injected (>= 1).
+        top_k: how many items a ranked selection keeps (>= 1).
+        embedding_model: a litellm embedding model name; None ranks by BM25.
+        embed: the embedding call (default :func:`dbmemory.llm.embed`); tests pass a fake.
+        timeout: seconds for the embedding call, or None for litellm's default.
+
+    Returns:
+        A :class:`Selection`.
+
+    Raises:
+        InvalidArgumentError: ``threshold`` or ``top_k`` below 1.
+        MissingDependencyError: BM25 ranking is needed and ``bm25s`` is not installed.
+    """
+    for name, value in (("threshold", threshold), ("top_k", top_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"{name} must be a whole number >= 1, got {value!r}")
+    items = list(items)
+    if not items:
+        return Selection((), "none", 0)
+    if len(items) < threshold:
+        return Selection(tuple(by_recency(items)), "all", len(items))
+    texts = [str(getattr(item, "text", "")) for item in items]
+    query = question or ""
+    if embedding_model:
+        try:
+            scores = _embedding_scores(texts, query, embedding_model, embed, timeout)
+        except Exception as exc:  # noqa: BLE001 - selection never fails the turn
+            log.warning("embedding selection with %s failed (%s); ranking by BM25", embedding_model, type(exc).__name__)
+        else:
+            return Selection(_ranked(items, scores, top_k), "ranked", len(items), "embedding")
+        return Selection(_ranked(items, bm25_scores(texts, query), top_k), "ranked", len(items), "bm25", True)
+    return Selection(_ranked(items, bm25_scores(texts, query), top_k), "ranked", len(items), "bm25")
