@@ -213,19 +213,3 @@ def split_ascii(line: str) -> list[tuple[bool, str]]:
         else:
             runs.append((kind, char))
     return runs
-
-
-def caps_text_sql(concat: str, file_chars: str, files: str, store_chars: str, none: str) -> str:
-    """The detail text of :func:`dbmemory.stores._caps_text` as a SQL expression.
-
-    Args:
-        concat: how to join strings, e.g. ``"{} || {}"`` is not flexible enough, so pass a
-            function name such as ``"CONCAT"`` (MySQL) or ``"||"`` (an operator).
-    """
-    parts = [
-        "'max_file_chars='", file_chars, "' max_files='", files, "' max_store_chars='",
-        f"COALESCE({store_chars}, {none})",
-    ]
-    if concat == "||":
-        return " || ".join(parts)
-    return f"{concat}({', '.join(parts)})"
