@@ -559,3 +559,21 @@ def test_caps_hold_between_one_sql_writer_and_one_python_writer(server_engine: E
     with server_engine.connect() as c:
         assert len(api.listing(c, sid)) == cap
     assert refused["sql"] + refused["python"] == cap
+
+
+def test_mysql_writers_refuse_to_run_without_a_transaction(server_engine: Engine, api: SqlApi) -> None:
+    if api.pg:
+        pytest.skip("PostgreSQL runs each function call in a transaction (the statement's)")
+    sid = _new_store(server_engine)
+    with server_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        exc = None
+        try:
+            api.put(c, sid, "/memories/a.md", "x")
+        except ApiError as e:
+            exc = e
+        assert exc is not None and exc.code == "invalid_argument" and "transaction" in str(exc)
+        c.exec_driver_sql("START TRANSACTION")
+        assert api.put(c, sid, "/memories/a.md", "x") == 1
+        c.exec_driver_sql("COMMIT")
+    with server_engine.connect() as c:
+        assert api.listing(c, sid) == [("/memories/a.md", 1, 1)]

@@ -147,3 +147,24 @@ def test_install_api_refuses_sqlite(tmp_path: object) -> None:
 
     result = CliRunner().invoke(app, ["db", "install-api", "--url", f"sqlite:///{tmp_path}/x.db"])
     assert result.exit_code != 0 and "SQLite" in result.output
+
+
+def test_an_installed_api_does_not_stop_a_downgrade(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    from dbmemory.sqlgen.api import api_statements
+
+    url = make_empty_database()
+    engine = create_engine(url)
+    try:
+        migrate.upgrade(engine)
+        with engine.connect() as c:
+            cursor = c.connection.dbapi_connection.cursor()
+            for statement in api_statements(_folder(server_name)):
+                cursor.execute(statement)
+            cursor.close()
+            c.connection.dbapi_connection.commit()
+        migrate.downgrade(engine, "base")  # no table is held by the API's signatures
+        assert migrate.current(engine) is None
+    finally:
+        engine.dispose()

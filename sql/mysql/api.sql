@@ -79,7 +79,7 @@ BEGIN
 END//
 
 CREATE PROCEDURE dbm_memory__check_component(
-    IN p_value TEXT CHARACTER SET utf8mb4, IN p_what VARCHAR(100), IN p_scope VARCHAR(30) CHARACTER SET utf8mb4)
+    IN p_value TEXT CHARACTER SET utf8mb4, IN p_what VARCHAR(100), IN p_scope TEXT CHARACTER SET utf8mb4)
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE i INT DEFAULT 1;
@@ -218,7 +218,7 @@ BEGIN
 END//
 
 CREATE FUNCTION dbm_memory_resolve_store_id(
-    p_scope VARCHAR(30) CHARACTER SET utf8mb4, p_agent_code TEXT CHARACTER SET utf8mb4, p_user_id TEXT CHARACTER SET utf8mb4,
+    p_scope TEXT CHARACTER SET utf8mb4, p_agent_code TEXT CHARACTER SET utf8mb4, p_user_id TEXT CHARACTER SET utf8mb4,
     p_session_id TEXT CHARACTER SET utf8mb4, p_store_code TEXT CHARACTER SET utf8mb4, p_context_key TEXT CHARACTER SET utf8mb4,
     p_context_value TEXT CHARACTER SET utf8mb4) RETURNS BIGINT
     READS SQL DATA SQL SECURITY DEFINER
@@ -517,7 +517,7 @@ BEGIN
 END//
 
 CREATE PROCEDURE dbm_memory_enable_for_agent(
-    IN p_agent_code TEXT CHARACTER SET utf8mb4, IN p_scope VARCHAR(30) CHARACTER SET utf8mb4, IN p_store_code TEXT CHARACTER SET utf8mb4,
+    IN p_agent_code TEXT CHARACTER SET utf8mb4, IN p_scope TEXT CHARACTER SET utf8mb4, IN p_store_code TEXT CHARACTER SET utf8mb4,
     IN p_context_key TEXT CHARACTER SET utf8mb4, IN p_max_file_chars BIGINT, IN p_max_files BIGINT,
     IN p_max_store_chars BIGINT, OUT p_changed INT)
     MODIFIES SQL DATA SQL SECURITY DEFINER

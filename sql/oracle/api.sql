@@ -112,7 +112,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
   -- binary equality, whatever NLS_COMP/NLS_SORT the session uses (APEX: often LINGUISTIC)
   FUNCTION same (a IN VARCHAR2, b IN VARCHAR2) RETURN BOOLEAN IS
   BEGIN
-    RETURN UTL_RAW.CAST_TO_RAW(a) = UTL_RAW.CAST_TO_RAW(b);
+    RETURN a IS NOT NULL AND b IS NOT NULL AND UTL_RAW.CAST_TO_RAW(a) = UTL_RAW.CAST_TO_RAW(b);
   END same;
   -- dbmemory.keys.validate_component (MAX_COMPONENT_CHARS, [A-Za-z0-9_.-]) on code values
   FUNCTION component (p_value IN VARCHAR2, p_what IN VARCHAR2, p_scope IN VARCHAR2)
@@ -397,7 +397,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (p_store_id, v_key, p_path, 'put', SUBSTR(NVL(p_actor, 'unknown'), 1, 500),
+    VALUES (p_store_id, v_key, p_path, 'put', SUBSTR(NVL(p_actor, 'admin'), 1, 500),
             NULL, v_chars, SUBSTR(NULL, 1, 1000), v_now);
       RETURN 1;
     END IF;
@@ -413,7 +413,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (p_store_id, v_key, p_path, 'put', SUBSTR(NVL(p_actor, 'unknown'), 1, 500),
+    VALUES (p_store_id, v_key, p_path, 'put', SUBSTR(NVL(p_actor, 'admin'), 1, 500),
             v_old, v_chars, SUBSTR(NULL, 1, 1000), v_now);
     RETURN v_ver + 1;
   END put_file;
@@ -457,7 +457,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (p_store_id, v_key, p_path, 'delete', SUBSTR(NVL(p_actor, 'unknown'), 1, 500),
+    VALUES (p_store_id, v_key, p_path, 'delete', SUBSTR(NVL(p_actor, 'admin'), 1, 500),
             v_old, NULL, SUBSTR(NULL, 1, 1000), v_now);
     RETURN 1;
   END delete_file;
@@ -480,7 +480,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (p_store_id, v_key, f.file_path, 'clear', SUBSTR(NVL(p_actor, 'unknown'), 1, 500),
+    VALUES (p_store_id, v_key, f.file_path, 'clear', SUBSTR(NVL(p_actor, 'admin'), 1, 500),
             f.char_count, NULL, SUBSTR(NULL, 1, 1000), v_now);
       v_count := v_count + 1;
       v_chars := v_chars + f.char_count;
@@ -598,7 +598,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (NULL, NULL, NULL, 'agent_enable', SUBSTR(NVL('admin', 'unknown'), 1, 500),
+    VALUES (NULL, NULL, NULL, 'agent_enable', SUBSTR(NVL('admin', 'admin'), 1, 500),
             NULL, NULL, SUBSTR(p_agent_code || ':' || p_scope || '; max_file_chars=' || v_fc || ' max_files=' || v_nf || ' max_store_chars=' || NVL(TO_CHAR(p_max_store_chars), 'none') || '; ' || v_changed || ' stores', 1, 1000), v_now);
     RETURN v_changed;
   END enable_for_agent;
@@ -624,7 +624,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (NULL, NULL, NULL, 'agent_disable', SUBSTR(NVL('admin', 'unknown'), 1, 500),
+    VALUES (NULL, NULL, NULL, 'agent_disable', SUBSTR(NVL('admin', 'admin'), 1, 500),
             NULL, NULL, SUBSTR(p_agent_code, 1, 1000), v_now);
     IF p_drop_store = 0 THEN
       RETURN 0;
@@ -651,7 +651,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES (s.store_id, s.store_key, NULL, 'store_drop', SUBSTR(NVL('admin', 'unknown'), 1, 500),
+    VALUES (s.store_id, s.store_key, NULL, 'store_drop', SUBSTR(NVL('admin', 'admin'), 1, 500),
             v_chars, NULL, SUBSTR(v_files || ' files', 1, 1000), v_now);
       v_dropped := v_dropped + 1;
     END LOOP;

@@ -69,7 +69,7 @@ END"""
 
 # dbmemory.keys.validate_component (MAX_COMPONENT_CHARS, [A-Za-z0-9_.-]), checked on code points
 _COMPONENT = f"""CREATE PROCEDURE {P}_check_component(
-    IN p_value TEXT {_U}, IN p_what VARCHAR(100), IN p_scope VARCHAR(30) {_U})
+    IN p_value TEXT {_U}, IN p_what VARCHAR(100), IN p_scope TEXT {_U})
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE i INT DEFAULT 1;
@@ -253,7 +253,7 @@ def _resolve() -> str:
         return f"CALL {P}_check_component({value}, '{what}', p_scope);"
 
     return f"""CREATE FUNCTION {P}resolve_store_id(
-    p_scope VARCHAR(30) {_U}, p_agent_code TEXT {_U}, p_user_id TEXT {_U},
+    p_scope TEXT {_U}, p_agent_code TEXT {_U}, p_user_id TEXT {_U},
     p_session_id TEXT {_U}, p_store_code TEXT {_U}, p_context_key TEXT {_U},
     p_context_value TEXT {_U}) RETURNS BIGINT
     READS SQL DATA SQL SECURITY DEFINER
@@ -502,7 +502,7 @@ BEGIN
 END"""
 
 _ENABLE = f"""CREATE PROCEDURE {P}enable_for_agent(
-    IN p_agent_code TEXT {_U}, IN p_scope VARCHAR(30) {_U}, IN p_store_code TEXT {_U},
+    IN p_agent_code TEXT {_U}, IN p_scope TEXT {_U}, IN p_store_code TEXT {_U},
     IN p_context_key TEXT {_U}, IN p_max_file_chars BIGINT, IN p_max_files BIGINT,
     IN p_max_store_chars BIGINT, OUT p_changed INT)
     MODIFIES SQL DATA SQL SECURITY DEFINER

@@ -118,11 +118,11 @@ def _protocol_expr() -> str:
 
 def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: str,
            after: str, detail: str) -> str:
-    """dbmemory.audit._audit_rows: actor cut at 500 (NULL -> 'unknown'), detail at 1,000."""
+    """dbmemory.audit._audit_rows: actor cut at 500 (NULL, and so '', -> the default), detail at 1,000."""
     return f"""INSERT INTO dbm_audit_events
       (store_id, store_key, file_path, action_name, actor_name,
        chars_before, chars_after, detail_text, created_at)
-    VALUES ({store_id}, {key}, {path}, '{action}', SUBSTR(NVL({actor}, 'unknown'), 1, {MAX_ACTOR_CHARS}),
+    VALUES ({store_id}, {key}, {path}, '{action}', SUBSTR(NVL({actor}, '{ADMIN_ACTOR}'), 1, {MAX_ACTOR_CHARS}),
             {before}, {after}, SUBSTR({detail}, 1, {MAX_DETAIL_CHARS}), v_now)"""
 
 
@@ -151,7 +151,7 @@ _BODY = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
   -- binary equality, whatever NLS_COMP/NLS_SORT the session uses (APEX: often LINGUISTIC)
   FUNCTION same (a IN VARCHAR2, b IN VARCHAR2) RETURN BOOLEAN IS
   BEGIN
-    RETURN UTL_RAW.CAST_TO_RAW(a) = UTL_RAW.CAST_TO_RAW(b);
+    RETURN a IS NOT NULL AND b IS NOT NULL AND UTL_RAW.CAST_TO_RAW(a) = UTL_RAW.CAST_TO_RAW(b);
   END same;
 
   -- dbmemory.keys.validate_component (MAX_COMPONENT_CHARS, [A-Za-z0-9_.-]) on code values

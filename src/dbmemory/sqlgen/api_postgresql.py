@@ -177,7 +177,7 @@ _AUDIT = f"""CREATE OR REPLACE FUNCTION {S}._audit(
         (store_id, store_key, file_path, action_name, actor_name,
          chars_before, chars_after, detail_text, created_at)
     VALUES (p_store_id, p_store_key, p_path, p_action,
-            left(coalesce(nullif(p_actor, ''), 'unknown'), {MAX_ACTOR_CHARS}),
+            left(coalesce(nullif(coalesce(p_actor, '{ADMIN_ACTOR}'), ''), 'unknown'), {MAX_ACTOR_CHARS}),
             p_before, p_after, nullif(left(p_detail, {MAX_DETAIL_CHARS}), ''), p_now)
 $f$"""
 
@@ -222,17 +222,19 @@ CREATE OR REPLACE FUNCTION {S}._store_row_update(
     UPDATE dbm_stores SET updated_at = p_now WHERE store_id = p_store_id
 $f$"""
 
-_LOCK_STORE = f"""CREATE OR REPLACE FUNCTION {S}._lock_store(p_store_id bigint)
-RETURNS dbm_stores LANGUAGE plpgsql AS $f$
-DECLARE
-    v_row dbm_stores;
+_LOCK_STORE = f"""CREATE OR REPLACE FUNCTION {S}._lock_store(
+    p_store_id bigint, OUT store_key text, OUT max_file_chars integer, OUT max_files integer,
+    OUT max_store_chars bigint
+) LANGUAGE plpgsql AS $f$
+-- OUT columns, not the row type of dbm_stores: no dependency that would stop a downgrade
 BEGIN
     -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
-    SELECT * INTO v_row FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
+    SELECT s.store_key, s.max_file_chars, s.max_files, s.max_store_chars
+      INTO store_key, max_file_chars, max_files, max_store_chars
+      FROM dbm_stores s WHERE s.store_id = p_store_id FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
     END IF;
-    RETURN v_row;
 END
 $f$"""
 
@@ -323,7 +325,7 @@ _PUT = f"""CREATE OR REPLACE FUNCTION {S}.put_file(
 -- dbmemory.files.put_file (enforce_caps, no expected version, expiry flag kept): create or
 -- replace; returns the file's version after the write
 DECLARE
-    v_store dbm_stores;
+    v_store record;
     v_hash text;
     v_file record;
     v_chars bigint;
@@ -341,7 +343,7 @@ BEGIN
     END IF;
     v_hash := {S}._path_hash(p_path);
     v_chars := length(p_text);
-    v_store := {S}._lock_store(p_store_id);
+    SELECT * INTO v_store FROM {S}._lock_store(p_store_id);
     SELECT f.file_id, f.char_count, f.version_no, f.body INTO v_file
       FROM dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = v_hash FOR UPDATE;
     IF v_file.file_id IS NULL THEN
@@ -402,7 +404,7 @@ _DELETE = f"""CREATE OR REPLACE FUNCTION {S}.delete_file(
 ) RETURNS boolean LANGUAGE plpgsql AS $f$
 -- dbmemory.files.delete_file: true when the file existed, false when nothing was there
 DECLARE
-    v_store dbm_stores;
+    v_store record;
     v_file record;
     v_now timestamptz := clock_timestamp();
 BEGIN
@@ -411,7 +413,7 @@ BEGIN
     IF p_path = '{ROOT}' THEN
         PERFORM {S}._fail('invalid_path', 'cannot delete the memory root {ROOT}: name a file or directory inside it');
     END IF;
-    v_store := {S}._lock_store(p_store_id);
+    SELECT * INTO v_store FROM {S}._lock_store(p_store_id);
     SELECT f.file_id, f.char_count INTO v_file FROM dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = {S}._path_hash(p_path) FOR UPDATE;
     IF v_file.file_id IS NULL THEN
@@ -435,13 +437,13 @@ _CLEAR = f"""CREATE OR REPLACE FUNCTION {S}.clear_store_files(
 ) RETURNS integer LANGUAGE plpgsql AS $f$
 -- dbmemory.files.clear_store_files: every file deleted, one 'clear' event each; the store stays
 DECLARE
-    v_store dbm_stores;
+    v_store record;
     v_now timestamptz := clock_timestamp();
     v_count integer;
     v_chars bigint;
 BEGIN
     PERFORM {S}._check_store_id(p_store_id);
-    v_store := {S}._lock_store(p_store_id);
+    SELECT * INTO v_store FROM {S}._lock_store(p_store_id);
     WITH gone AS (
         DELETE FROM dbm_files WHERE store_id = p_store_id
         RETURNING file_path, char_count
@@ -450,7 +452,7 @@ BEGIN
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, detail_text, created_at)
         SELECT p_store_id, v_store.store_key, g.file_path, 'clear',
-               left(coalesce(nullif(p_actor, ''), 'unknown'), {MAX_ACTOR_CHARS}),
+               left(coalesce(nullif(coalesce(p_actor, '{ADMIN_ACTOR}'), ''), 'unknown'), {MAX_ACTOR_CHARS}),
                g.char_count, NULL, NULL, v_now
           FROM gone g ORDER BY g.file_path COLLATE "C"
         RETURNING chars_before
@@ -473,15 +475,15 @@ _ENABLE = f"""CREATE OR REPLACE FUNCTION {S}.enable_for_agent(
     p_scope text DEFAULT 'agent',
     p_store_code text DEFAULT NULL,
     p_context_key text DEFAULT NULL,
-    p_max_file_chars integer DEFAULT NULL,
-    p_max_files integer DEFAULT NULL,
+    p_max_file_chars bigint DEFAULT NULL,
+    p_max_files bigint DEFAULT NULL,
     p_max_store_chars bigint DEFAULT NULL
 ) RETURNS integer LANGUAGE plpgsql AS $f$
 -- dbmemory.stores.enable_for_agent: upsert the configuration (NULL cap = default), set the caps
 -- of the existing stores it names; returns how many stores got them
 DECLARE
-    v_fc integer := coalesce(p_max_file_chars, {M["DEFAULT_MAX_FILE_CHARS"]});  -- dbmemory.model.DEFAULT_MAX_FILE_CHARS
-    v_nf integer := coalesce(p_max_files, {M["DEFAULT_MAX_FILES"]});  -- dbmemory.model.DEFAULT_MAX_FILES
+    v_fc bigint := coalesce(p_max_file_chars, {M["DEFAULT_MAX_FILE_CHARS"]});  -- dbmemory.model.DEFAULT_MAX_FILE_CHARS
+    v_nf bigint := coalesce(p_max_files, {M["DEFAULT_MAX_FILES"]});  -- dbmemory.model.DEFAULT_MAX_FILES
     v_sfc integer;
     v_snf integer;
     v_ssc bigint;
@@ -523,9 +525,9 @@ BEGIN
             'scope ''context'' needs context_key: pass the run-context key that names the store');
     END IF;
     -- dbmemory.model.Caps: positive, within INTEGER / BIGINT
-    IF v_fc < 1 OR v_nf < 1 OR p_max_store_chars < 1 THEN
+    IF v_fc < 1 OR v_nf < 1 OR v_fc > {M["INT32_MAX"]} OR v_nf > {M["INT32_MAX"]} OR p_max_store_chars < 1 THEN
         PERFORM {S}._fail('invalid_argument', format(
-            'caps must be positive whole numbers, got max_file_chars=%s max_files=%s max_store_chars=%s',
+            'caps must be positive whole numbers (max_file_chars and max_files at most {M["INT32_MAX"]}), got max_file_chars=%s max_files=%s max_store_chars=%s',
             v_fc, v_nf, coalesce(p_max_store_chars::text, 'none')));
     END IF;
     v_code := CASE WHEN p_scope IN ('shared', 'context') THEN p_store_code END;
