@@ -31,9 +31,19 @@ from dbmemory.sqlgen.api_common import API_ERRORS, sql_path_problem
 
 _INSTALLED: set[str] = set()
 
+from conftest import BACKENDS  # noqa: E402
+
+
+@pytest.fixture(params=[p for p in BACKENDS if p.values[0] in ("postgres", "mysql", "oracle")])
+def server_name(request: pytest.FixtureRequest, _backends: Any) -> str:
+    """PostgreSQL and MariaDB (required in CI), and Oracle when DBMEMORY_TEST_ORACLE_URL is
+    set (skipped otherwise): the conformance cases run on each."""
+    _backends.engine(request.param)
+    return request.param
+
 
 def _folder(server_name: str) -> str:
-    return "postgresql" if server_name == "postgres" else "mysql"
+    return {"postgres": "postgresql", "mysql": "mysql", "oracle": "oracle"}[server_name]
 
 
 @pytest.fixture
@@ -62,11 +72,13 @@ class ApiError(Exception):
         self.python = {e.name: e.python for e in API_ERRORS}[code]
 
 
-def _code_of(exc: sa.exc.DBAPIError) -> ApiError | None:
-    orig = exc.orig
+def _code_of(exc: BaseException) -> ApiError | None:
+    orig = getattr(exc, "orig", exc)
     state = getattr(orig, "sqlstate", None)
+    first = orig.args[0] if getattr(orig, "args", None) else None
+    number = getattr(first, "code", first)  # oracledb: args[0].code is 20701 for ORA-20701
     for e in API_ERRORS:
-        if state == e.sqlstate or (orig.args and orig.args[0] == e.number):
+        if state == e.sqlstate or number == e.number:
             return ApiError(e.name, str(orig))
     return None
 
@@ -76,8 +88,34 @@ class SqlApi:
 
     def __init__(self, server_name: str) -> None:
         self.pg = server_name == "postgres"
+        self.ora = server_name == "oracle"
+
+    def _oracle(self, conn: Connection, call: str, params: dict[str, Any]) -> Any:
+        """``:r := dbm_memory.<call>`` in an anonymous block on the raw driver (CLOB binds)."""
+        import oracledb
+
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            result = cursor.var(oracledb.DB_TYPE_CLOB if "get_" in call else oracledb.DB_TYPE_NUMBER)
+            if "t" in params:
+                cursor.setinputsizes(t=oracledb.DB_TYPE_CLOB)
+            cursor.execute(f"BEGIN :r := {call}; END;", {**params, "r": result})
+            value = result.getvalue()
+            return value.read() if hasattr(value, "read") else value
+        except oracledb.DatabaseError as exc:
+            api_error = _code_of(exc)
+            if api_error is None:
+                raise
+            raise api_error from exc
+        finally:
+            cursor.close()
 
     def _run(self, conn: Connection, pg: str, my: str, params: dict[str, Any], out: str | None = None) -> Any:
+        if self.ora:
+            call = pg.replace("SELECT ", "", 1).replace("CAST(:d AS numeric)", ":d").replace("CAST(:s AS bigint)", ":s")
+            params = {k: (int(v) if isinstance(v, bool) else v) for k, v in params.items()}
+            value = self._oracle(conn, call, params)
+            return "" if value is None and "get_" in call else value
         try:
             if self.pg:
                 with conn.begin_nested():  # an error aborts the caller's transaction otherwise
@@ -114,7 +152,10 @@ class SqlApi:
                              {"s": store_id}, "@dbm_c"))
 
     def listing(self, conn: Connection, store_id: Any) -> list[tuple[Any, ...]]:
-        if self.pg:
+        if self.ora:
+            rows = conn.execute(sa.text(
+                "SELECT path, chars, version FROM TABLE(dbm_memory.list_files(:s))"), {"s": store_id})
+        elif self.pg:
             rows = conn.execute(sa.text("SELECT * FROM dbm_memory.list_files(:s)"), {"s": store_id})
         else:
             rows = conn.execute(sa.text("CALL dbm_memory_list_files(:s)"), {"s": store_id})
@@ -562,8 +603,8 @@ def test_caps_hold_between_one_sql_writer_and_one_python_writer(server_engine: E
 
 
 def test_mysql_writers_refuse_to_run_without_a_transaction(server_engine: Engine, api: SqlApi) -> None:
-    if api.pg:
-        pytest.skip("PostgreSQL runs each function call in a transaction (the statement's)")
+    if api.pg or api.ora:
+        pytest.skip("only MySQL/MariaDB routines can run outside a transaction")
     sid = _new_store(server_engine)
     with server_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
         exc = None

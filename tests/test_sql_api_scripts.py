@@ -168,3 +168,50 @@ def test_an_installed_api_does_not_stop_a_downgrade(
         assert migrate.current(engine) is None
     finally:
         engine.dispose()
+
+
+def _readme_section() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    return text[text.index("## From SQL, APEX and ORDS"):text.index("## Performance")]
+
+
+def test_readme_error_table_is_the_api_errors() -> None:
+    section = _readme_section()
+    for e in API_ERRORS:
+        row = (f"| `{e.name}` | `-{e.number}` `dbm_memory.e_{e.name}` | `{e.sqlstate}` | "
+               f"`45000`, errno `{e.number}` | `{e.python.__name__}` |")
+        assert row in section, row
+    assert "has not been run on a live Oracle server" in section
+    assert "dbmemory db install-api" in section and "dbmemory db uninstall-api" in section
+
+
+def test_readme_plpgsql_and_mysql_examples_run(server_engine: sa.engine.Engine, server_name: str) -> None:
+    from dbmemory import files
+    from dbmemory.model import StoreRef
+    from dbmemory.sqlgen.api import api_statements
+
+    blocks = re.findall(r"```sql\n(.*?)```", _readme_section(), re.S)
+    block = blocks[1] if server_name == "postgres" else blocks[2]
+    with server_engine.connect() as c:
+        raw = c.connection.dbapi_connection
+        cursor = raw.cursor()
+        for statement in api_statements(_folder(server_name)):
+            cursor.execute(statement)
+        raw.commit()
+    with server_engine.begin() as c:
+        ref = StoreRef(store_key="user:SUPPORT:c-42", scope="user", agent_code="SUPPORT")
+        files.put_file(c, ref, "/memories/seed.md", "s")
+    with server_engine.connect() as c:
+        raw = c.connection.dbapi_connection
+        cursor = raw.cursor()
+        statements = [block] if server_name == "postgres" else [
+            s.strip() for s in block.split(";\n") if s.strip()
+        ]
+        for statement in statements:
+            cursor.execute(statement)
+        raw.commit()
+    with server_engine.connect() as c:
+        sid = files.find_store_id(c, "user:SUPPORT:c-42")
+        assert files.get_file(c, sid, "/memories/tickets/T-7.md").text == "Refund sent"
