@@ -168,6 +168,13 @@ class SqlApi:
         return int(self._run(conn, f"SELECT dbm_memory.resolve_store_id({args})",
                              f"SELECT dbm_memory_resolve_store_id({args})", params))
 
+    def open(self, conn: Connection, **parts: Any) -> int:
+        names = ("scope", "agent_code", "user_id", "session_id", "store_code", "context_key", "context_value")
+        params = {n: parts.get(n) for n in names}
+        args = ", ".join(f":{n}" for n in names)
+        return int(self._run(conn, f"SELECT dbm_memory.open_store({args})",
+                             f"CALL dbm_memory_open_store({args}, @dbm_o)", params, "@dbm_o"))
+
     def enable(self, conn: Connection, agent: str, scope: str = "agent", store_code: str | None = None,
                context_key: str | None = None, max_file_chars: int | None = None,
                max_files: int | None = None, max_store_chars: int | None = None) -> int:
@@ -618,3 +625,55 @@ def test_mysql_writers_refuse_to_run_without_a_transaction(server_engine: Engine
         c.exec_driver_sql("COMMIT")
     with server_engine.connect() as c:
         assert api.listing(c, sid) == [("/memories/a.md", 1, 1)]
+
+
+OPENED = [
+    dict(scope="agent", agent_code="A"), dict(scope="user", agent_code="A", user_id="u1"),
+    dict(scope="shared", store_code="S"), dict(scope="global"),
+    dict(scope="context", store_code="DOCS", context_key="doc", context_value="7"),
+    dict(scope="context", agent_code="A", context_key="k", context_value="1"),
+    dict(scope="session", agent_code="A", session_id="s-1"), dict(scope="shared", store_code="FREE"),
+]
+
+
+def _open_in_python(conn: Connection, parts: dict[str, Any]) -> int:
+    from dbmemory.keys import build_store_key, parse_store_key
+
+    key = build_store_key(**parts)
+    parsed = parse_store_key(key)
+    agent = parts.get("agent_code") if parsed.scope == "session" else parsed.agent_code
+    return files.get_or_create_store(conn, key, scope=parsed.scope, agent_code=agent,
+                                     store_code=parsed.store_code)
+
+
+def test_open_store_creates_the_row_python_would_with_the_configured_caps(
+    server_engine: Engine, api: SqlApi, reset_tables: Callable[[Engine], None]
+) -> None:
+    def configure() -> None:
+        with server_engine.begin() as c:
+            dbmemory.enable_for_agent(c, "A", scope="user", max_files=5)
+            dbmemory.enable_for_agent(c, "B", scope="shared", store_code="S", max_file_chars=50)
+            dbmemory.enable_for_agent(c, "C", scope="shared", store_code="S", max_file_chars=70, max_store_chars=900)
+            dbmemory.enable_for_agent(c, "D", scope="context", store_code="DOCS", context_key="doc", max_files=3)
+            dbmemory.enable_for_agent(c, "G", scope="global", max_files=9)
+
+    def rows() -> list[tuple[Any, ...]]:
+        with server_engine.connect() as c:
+            return [tuple(r) for r in c.execute(sa.text(
+                "SELECT store_key, scope_name, agent_code, store_code, max_file_chars, max_files,"
+                " max_store_chars FROM dbm_stores ORDER BY store_key"))]
+
+    configure()
+    with server_engine.begin() as c:
+        ids_py = [_open_in_python(c, p) for p in OPENED]
+        assert ids_py == [_open_in_python(c, p) for p in OPENED]  # found again
+    by_python = rows()
+    reset_tables(server_engine)
+    configure()
+    with server_engine.begin() as c:
+        ids_sql = [api.open(c, **p) for p in OPENED]
+        assert ids_sql == [api.open(c, **p) for p in OPENED]
+        assert ids_sql == [stores.resolve_store_id(c, **p) for p in OPENED]
+        assert _error_class(lambda: api.open(c, scope="reserved")) is InvalidScopeError
+        assert _error_class(lambda: api.open(c, scope="context", agent_code="A", context_key="k")) is InvalidScopeError
+    assert rows() == by_python

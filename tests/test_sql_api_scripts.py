@@ -189,7 +189,6 @@ def test_readme_error_table_is_the_api_errors() -> None:
 
 def test_readme_plpgsql_and_mysql_examples_run(server_engine: sa.engine.Engine, server_name: str) -> None:
     from dbmemory import files
-    from dbmemory.model import StoreRef
     from dbmemory.sqlgen.api import api_statements
 
     blocks = re.findall(r"```sql\n(.*?)```", _readme_section(), re.S)
@@ -200,10 +199,7 @@ def test_readme_plpgsql_and_mysql_examples_run(server_engine: sa.engine.Engine, 
         for statement in api_statements(_folder(server_name)):
             cursor.execute(statement)
         raw.commit()
-    with server_engine.begin() as c:
-        ref = StoreRef(store_key="user:SUPPORT:c-42", scope="user", agent_code="SUPPORT")
-        files.put_file(c, ref, "/memories/seed.md", "s")
-    with server_engine.connect() as c:
+    with server_engine.connect() as c:  # a new user: the example opens the store itself
         raw = c.connection.dbapi_connection
         cursor = raw.cursor()
         statements = [block] if server_name == "postgres" else [

@@ -31,7 +31,9 @@ DROP PROCEDURE IF EXISTS dbm_memory__check_path;
 DROP PROCEDURE IF EXISTS dbm_memory__check_store_id;
 DROP PROCEDURE IF EXISTS dbm_memory__check_caps;
 DROP PROCEDURE IF EXISTS dbm_memory__store_row_update;
+DROP FUNCTION IF EXISTS dbm_memory__store_key;
 DROP FUNCTION IF EXISTS dbm_memory_resolve_store_id;
+DROP PROCEDURE IF EXISTS dbm_memory_open_store;
 DROP PROCEDURE IF EXISTS dbm_memory_list_files;
 DROP FUNCTION IF EXISTS dbm_memory_get_file;
 DROP PROCEDURE IF EXISTS dbm_memory_put_file;
@@ -217,15 +219,14 @@ BEGIN
     -- nothing on MySQL/MariaDB today (dbmemory.db.dialect.store_bump)
 END//
 
-CREATE FUNCTION dbm_memory_resolve_store_id(
+CREATE FUNCTION dbm_memory__store_key(
     p_scope TEXT CHARACTER SET utf8mb4, p_agent_code TEXT CHARACTER SET utf8mb4, p_user_id TEXT CHARACTER SET utf8mb4,
     p_session_id TEXT CHARACTER SET utf8mb4, p_store_code TEXT CHARACTER SET utf8mb4, p_context_key TEXT CHARACTER SET utf8mb4,
-    p_context_value TEXT CHARACTER SET utf8mb4) RETURNS BIGINT
-    READS SQL DATA SQL SECURITY DEFINER
+    p_context_value TEXT CHARACTER SET utf8mb4) RETURNS VARCHAR(1000) CHARACTER SET utf8mb4
+    NO SQL SQL SECURITY DEFINER
 BEGIN
-    -- dbmemory.keys.build_store_key, then dbmemory.store_lock.find_store_id
+    -- dbmemory.keys.build_store_key: every component checked, the reserved namespace unreachable
     DECLARE v_key VARCHAR(1000) CHARACTER SET utf8mb4;
-    DECLARE v_id BIGINT;
     DECLARE v_what VARCHAR(300) CHARACTER SET utf8mb4;
     IF p_scope = 'reserved' THEN
         CALL dbm_memory__fail('invalid_scope', 'scope ''reserved'' holds the stores dbmemory owns itself (user profiles, memory items, organisation memory) and no agent configuration can name it: pick one of agent, user, session, shared, global, context');
@@ -262,11 +263,70 @@ BEGIN
             CALL dbm_memory__check_component(p_context_value, v_what, p_scope);
             SET v_key = CONCAT(v_key, ':', p_context_key, ':', p_context_value);
     END CASE;
+    RETURN v_key;
+END//
+
+CREATE FUNCTION dbm_memory_resolve_store_id(
+    p_scope TEXT CHARACTER SET utf8mb4, p_agent_code TEXT CHARACTER SET utf8mb4, p_user_id TEXT CHARACTER SET utf8mb4,
+    p_session_id TEXT CHARACTER SET utf8mb4, p_store_code TEXT CHARACTER SET utf8mb4, p_context_key TEXT CHARACTER SET utf8mb4,
+    p_context_value TEXT CHARACTER SET utf8mb4) RETURNS BIGINT
+    READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.stores.resolve_store_id: build_store_key, then find_store_id
+    DECLARE v_key VARCHAR(1000) CHARACTER SET utf8mb4 DEFAULT dbm_memory__store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,
+        p_context_key, p_context_value);
+    DECLARE v_id BIGINT;
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin;
     IF v_id IS NULL THEN
         CALL dbm_memory__fail('not_found', CONCAT('store ', v_key, ' does not exist (it is created on its first write)'));
     END IF;
     RETURN v_id;
+END//
+
+CREATE PROCEDURE dbm_memory_open_store(
+    IN p_scope TEXT CHARACTER SET utf8mb4, IN p_agent_code TEXT CHARACTER SET utf8mb4, IN p_user_id TEXT CHARACTER SET utf8mb4,
+    IN p_session_id TEXT CHARACTER SET utf8mb4, IN p_store_code TEXT CHARACTER SET utf8mb4, IN p_context_key TEXT CHARACTER SET utf8mb4,
+    IN p_context_value TEXT CHARACTER SET utf8mb4,
+    OUT p_store_id BIGINT)
+    MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.store_lock.get_or_create_store with a StoreRef without caps: the store id, the
+    -- row created when missing with dbmemory.caps.creation_caps (the strictest enabled
+    -- configurations that name the store, else the defaults); no audit event, as in Python
+    DECLARE v_key VARCHAR(1000) CHARACTER SET utf8mb4 DEFAULT dbm_memory__store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,
+        p_context_key, p_context_value);
+    DECLARE v_fc INT;
+    DECLARE v_nf INT;
+    DECLARE v_sc BIGINT;
+    DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    SET p_store_id = NULL;
+    SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin;
+    IF p_store_id IS NULL THEN
+        CALL dbm_memory__need_transaction();
+        SELECT MIN(a.max_file_chars), MIN(a.max_files), MIN(a.max_store_chars)
+          INTO v_fc, v_nf, v_sc
+          FROM dbm_agents a
+         WHERE a.memory_enabled = 1 AND a.scope_name = p_scope
+           AND ((p_scope IN ('agent', 'user') AND a.agent_code = p_agent_code COLLATE utf8mb4_bin AND a.store_code IS NULL)
+                OR (p_scope = 'shared' AND a.store_code = p_store_code COLLATE utf8mb4_bin)
+                OR p_scope = 'global'
+                OR (p_scope = 'context' AND a.context_key = p_context_key COLLATE utf8mb4_bin
+                    AND ((p_store_code IS NULL AND a.store_code IS NULL AND a.agent_code = p_agent_code COLLATE utf8mb4_bin)
+                         OR a.store_code = p_store_code COLLATE utf8mb4_bin)));
+        -- a no-op update on a duplicate (dbmemory.db.dialect.insert_store_statement)
+        INSERT INTO dbm_stores
+            (store_key, scope_name, agent_code, store_code, created_at, updated_at,
+             max_file_chars, max_files, max_store_chars)
+        VALUES (v_key, p_scope,
+                IF(p_scope IN ('agent', 'user', 'session')
+                   OR (p_scope = 'context' AND p_store_code IS NULL), p_agent_code, NULL),
+                IF(p_scope IN ('shared', 'context'), p_store_code, NULL),
+                v_now, v_now, COALESCE(v_fc, 100000),
+                COALESCE(v_nf, 1000), v_sc)
+        ON DUPLICATE KEY UPDATE store_id = store_id;
+        SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin
+          LOCK IN SHARE MODE;
+    END IF;
 END//
 
 CREATE PROCEDURE dbm_memory_list_files(IN p_store_id BIGINT)
@@ -836,6 +896,7 @@ DELIMITER ;
 -- The role that may execute the API (and nothing else).
 CREATE ROLE IF NOT EXISTS dbm_memory_user;
 GRANT EXECUTE ON FUNCTION dbm_memory_resolve_store_id TO dbm_memory_user;
+GRANT EXECUTE ON PROCEDURE dbm_memory_open_store TO dbm_memory_user;
 GRANT EXECUTE ON PROCEDURE dbm_memory_list_files TO dbm_memory_user;
 GRANT EXECUTE ON FUNCTION dbm_memory_get_file TO dbm_memory_user;
 GRANT EXECUTE ON PROCEDURE dbm_memory_put_file TO dbm_memory_user;

@@ -46,6 +46,7 @@ API_ROLE = "dbm_memory_user"
 
 API_CALLS: tuple[str, ...] = (
     "resolve_store_id",
+    "open_store",
     "list_files",
     "get_file",
     "put_file",

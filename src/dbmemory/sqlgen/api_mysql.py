@@ -252,15 +252,14 @@ def _resolve() -> str:
     def chk(value: str, what: str) -> str:
         return f"CALL {P}_check_component({value}, '{what}', p_scope);"
 
-    return f"""CREATE FUNCTION {P}resolve_store_id(
+    return f"""CREATE FUNCTION {P}_store_key(
     p_scope TEXT {_U}, p_agent_code TEXT {_U}, p_user_id TEXT {_U},
     p_session_id TEXT {_U}, p_store_code TEXT {_U}, p_context_key TEXT {_U},
-    p_context_value TEXT {_U}) RETURNS BIGINT
-    READS SQL DATA SQL SECURITY DEFINER
+    p_context_value TEXT {_U}) RETURNS VARCHAR(1000) {_U}
+    NO SQL SQL SECURITY DEFINER
 BEGIN
-    -- dbmemory.keys.build_store_key, then dbmemory.store_lock.find_store_id
+    -- dbmemory.keys.build_store_key: every component checked, the reserved namespace unreachable
     DECLARE v_key VARCHAR(1000) {_U};
-    DECLARE v_id BIGINT;
     DECLARE v_what VARCHAR(300) {_U};
     IF p_scope = '{RESERVED}' THEN
         CALL {P}_fail('invalid_scope', 'scope ''{RESERVED}'' holds the stores dbmemory owns itself (user profiles, memory items, organisation memory) and no agent configuration can name it: pick one of {SCOPE_LIST}');
@@ -297,11 +296,77 @@ BEGIN
             CALL {P}_check_component(p_context_value, v_what, p_scope);
             SET v_key = CONCAT(v_key, ':', p_context_key, ':', p_context_value);
     END CASE;
+    RETURN v_key;
+END"""
+
+
+_KEY_PARAMS = (
+    f"p_scope TEXT {_U}, p_agent_code TEXT {_U}, p_user_id TEXT {_U},\n"
+    f"    p_session_id TEXT {_U}, p_store_code TEXT {_U}, p_context_key TEXT {_U},\n"
+    f"    p_context_value TEXT {_U}"
+)
+_KEY_CALL = (
+    f"{P}_store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,\n"
+    "        p_context_key, p_context_value)"
+)
+
+_RESOLVE = f"""CREATE FUNCTION {P}resolve_store_id(
+    {_KEY_PARAMS}) RETURNS BIGINT
+    READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.stores.resolve_store_id: build_store_key, then find_store_id
+    DECLARE v_key VARCHAR(1000) {_U} DEFAULT {_KEY_CALL};
+    DECLARE v_id BIGINT;
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key {BIN};
     IF v_id IS NULL THEN
         CALL {P}_fail('not_found', CONCAT('store ', v_key, ' does not exist (it is created on its first write)'));
     END IF;
     RETURN v_id;
+END"""
+
+_OPEN_PARAMS = "IN " + _KEY_PARAMS.replace(", p_", ", IN p_").replace("\n    p_", "\n    IN p_")
+
+_OPEN = f"""CREATE PROCEDURE {P}open_store(
+    {_OPEN_PARAMS},
+    OUT p_store_id BIGINT)
+    MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.store_lock.get_or_create_store with a StoreRef without caps: the store id, the
+    -- row created when missing with dbmemory.caps.creation_caps (the strictest enabled
+    -- configurations that name the store, else the defaults); no audit event, as in Python
+    DECLARE v_key VARCHAR(1000) {_U} DEFAULT {_KEY_CALL};
+    DECLARE v_fc INT;
+    DECLARE v_nf INT;
+    DECLARE v_sc BIGINT;
+    DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    SET p_store_id = NULL;
+    SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key {BIN};
+    IF p_store_id IS NULL THEN
+        CALL {P}_need_transaction();
+        SELECT MIN(a.max_file_chars), MIN(a.max_files), MIN(a.max_store_chars)
+          INTO v_fc, v_nf, v_sc
+          FROM dbm_agents a
+         WHERE a.memory_enabled = 1 AND a.scope_name = p_scope
+           AND ((p_scope IN ('agent', 'user') AND a.agent_code = p_agent_code {BIN} AND a.store_code IS NULL)
+                OR (p_scope = 'shared' AND a.store_code = p_store_code {BIN})
+                OR p_scope = 'global'
+                OR (p_scope = 'context' AND a.context_key = p_context_key {BIN}
+                    AND ((p_store_code IS NULL AND a.store_code IS NULL AND a.agent_code = p_agent_code {BIN})
+                         OR a.store_code = p_store_code {BIN})));
+        -- a no-op update on a duplicate (dbmemory.db.dialect.insert_store_statement)
+        INSERT INTO dbm_stores
+            (store_key, scope_name, agent_code, store_code, created_at, updated_at,
+             max_file_chars, max_files, max_store_chars)
+        VALUES (v_key, p_scope,
+                IF(p_scope IN ('agent', 'user', 'session')
+                   OR (p_scope = 'context' AND p_store_code IS NULL), p_agent_code, NULL),
+                IF(p_scope IN ('shared', 'context'), p_store_code, NULL),
+                v_now, v_now, COALESCE(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}),
+                COALESCE(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc)
+        ON DUPLICATE KEY UPDATE store_id = store_id;
+        SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key {BIN}
+          LOCK IN SHARE MODE;
+    END IF;
 END"""
 
 
@@ -794,7 +859,9 @@ _BODIES = [
     ("PROCEDURE", f"{P}_check_store_id", _CHECK_ID),
     ("PROCEDURE", f"{P}_check_caps", _CAPS_AND_STORE_ROW[0]),
     ("PROCEDURE", f"{P}_store_row_update", _CAPS_AND_STORE_ROW[1]),
-    ("FUNCTION", f"{P}resolve_store_id", _resolve()),
+    ("FUNCTION", f"{P}_store_key", _resolve()),
+    ("FUNCTION", f"{P}resolve_store_id", _RESOLVE),
+    ("PROCEDURE", f"{P}open_store", _OPEN),
     ("PROCEDURE", f"{P}list_files", _LIST),
     ("FUNCTION", f"{P}get_file", _GET),
     ("PROCEDURE", f"{P}put_file", _PUT),

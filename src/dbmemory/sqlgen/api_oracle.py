@@ -73,6 +73,16 @@ _SPEC = f"""CREATE OR REPLACE PACKAGE {S} AUTHID DEFINER AS
     p_context_key   IN VARCHAR2 DEFAULT NULL,
     p_context_value IN VARCHAR2 DEFAULT NULL
   ) RETURN NUMBER;
+  -- the store id, its row created when missing (writes: call it from PL/SQL)
+  FUNCTION open_store (
+    p_scope         IN VARCHAR2,
+    p_agent_code    IN VARCHAR2 DEFAULT NULL,
+    p_user_id       IN VARCHAR2 DEFAULT NULL,
+    p_session_id    IN VARCHAR2 DEFAULT NULL,
+    p_store_code    IN VARCHAR2 DEFAULT NULL,
+    p_context_key   IN VARCHAR2 DEFAULT NULL,
+    p_context_value IN VARCHAR2 DEFAULT NULL
+  ) RETURN NUMBER;
   -- SELECT * FROM dbm_memory.list_files(:store_id): sorted by path (code-point order)
   FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIPELINED;
   FUNCTION get_file (p_store_id IN NUMBER, p_path IN VARCHAR2) RETURN CLOB;
@@ -306,14 +316,13 @@ _BODY = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
   END lock_store;
 
-  FUNCTION resolve_store_id (
-    p_scope IN VARCHAR2, p_agent_code IN VARCHAR2 DEFAULT NULL, p_user_id IN VARCHAR2 DEFAULT NULL,
-    p_session_id IN VARCHAR2 DEFAULT NULL, p_store_code IN VARCHAR2 DEFAULT NULL,
-    p_context_key IN VARCHAR2 DEFAULT NULL, p_context_value IN VARCHAR2 DEFAULT NULL
-  ) RETURN NUMBER IS
-    -- dbmemory.keys.build_store_key, then dbmemory.store_lock.find_store_id
+  FUNCTION store_key (
+    p_scope IN VARCHAR2, p_agent_code IN VARCHAR2, p_user_id IN VARCHAR2,
+    p_session_id IN VARCHAR2, p_store_code IN VARCHAR2,
+    p_context_key IN VARCHAR2, p_context_value IN VARCHAR2
+  ) RETURN VARCHAR2 IS
+    -- dbmemory.keys.build_store_key: every component checked, the reserved namespace unreachable
     v_key VARCHAR2(700 CHAR);
-    v_id  NUMBER;
   BEGIN
     IF same(p_scope, '{RESERVED}') THEN
       fail('invalid_scope', 'scope ''{RESERVED}'' holds the stores dbmemory owns itself (user profiles, memory items, organisation memory) and no agent configuration can name it: pick one of {SCOPE_LIST}');
@@ -340,12 +349,76 @@ _BODY = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     ELSE
       fail('invalid_scope', 'scope ''' || p_scope || ''' is not one of {SCOPE_LIST}: pick one of them');
     END IF;
+    RETURN v_key;
+  END store_key;
+
+  FUNCTION resolve_store_id (
+    p_scope IN VARCHAR2, p_agent_code IN VARCHAR2 DEFAULT NULL, p_user_id IN VARCHAR2 DEFAULT NULL,
+    p_session_id IN VARCHAR2 DEFAULT NULL, p_store_code IN VARCHAR2 DEFAULT NULL,
+    p_context_key IN VARCHAR2 DEFAULT NULL, p_context_value IN VARCHAR2 DEFAULT NULL
+  ) RETURN NUMBER IS
+    -- dbmemory.stores.resolve_store_id: build_store_key, then find_store_id
+    v_key VARCHAR2(700 CHAR) := store_key(p_scope, p_agent_code, p_user_id, p_session_id,
+                                          p_store_code, p_context_key, p_context_value);
+    v_id  NUMBER;
+  BEGIN
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
     RETURN v_id;
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || v_key || ' does not exist (it is created on its first write)');
   END resolve_store_id;
+
+  FUNCTION open_store (
+    p_scope IN VARCHAR2, p_agent_code IN VARCHAR2 DEFAULT NULL, p_user_id IN VARCHAR2 DEFAULT NULL,
+    p_session_id IN VARCHAR2 DEFAULT NULL, p_store_code IN VARCHAR2 DEFAULT NULL,
+    p_context_key IN VARCHAR2 DEFAULT NULL, p_context_value IN VARCHAR2 DEFAULT NULL
+  ) RETURN NUMBER IS
+    -- dbmemory.store_lock.get_or_create_store with a StoreRef without caps: the store id, the
+    -- row created when missing with dbmemory.caps.creation_caps (the strictest enabled
+    -- configurations that name the store, else the defaults); no audit event, as in Python
+    v_key VARCHAR2(700 CHAR) := store_key(p_scope, p_agent_code, p_user_id, p_session_id,
+                                          p_store_code, p_context_key, p_context_value);
+    v_id  NUMBER;
+    v_fc  NUMBER;
+    v_nf  NUMBER;
+    v_sc  NUMBER;
+    v_now TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
+  BEGIN
+    BEGIN
+      SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
+      RETURN v_id;
+    EXCEPTION
+      WHEN NO_DATA_FOUND THEN NULL;
+    END;
+    SELECT MIN(a.max_file_chars), MIN(a.max_files), MIN(a.max_store_chars)
+      INTO v_fc, v_nf, v_sc
+      FROM dbm_agents a
+     WHERE a.memory_enabled = 1 AND a.scope_name = p_scope
+       AND ((p_scope IN (c_scope_agent, c_scope_user) AND a.agent_code = p_agent_code AND a.store_code IS NULL)
+            OR (p_scope = c_scope_shared AND a.store_code = p_store_code)
+            OR p_scope = c_scope_global
+            OR (p_scope = c_scope_context AND a.context_key = p_context_key
+                AND ((p_store_code IS NULL AND a.store_code IS NULL AND a.agent_code = p_agent_code)
+                     OR a.store_code = p_store_code)));
+    BEGIN
+      INSERT INTO dbm_stores
+        (store_key, scope_name, agent_code, store_code, created_at, updated_at,
+         max_file_chars, max_files, max_store_chars)
+      VALUES (v_key, p_scope,
+              CASE WHEN p_scope IN (c_scope_agent, c_scope_user, c_scope_session)
+                        OR (p_scope = c_scope_context AND p_store_code IS NULL) THEN p_agent_code END,
+              CASE WHEN p_scope IN (c_scope_shared, c_scope_context) THEN p_store_code END,
+              v_now, v_now, NVL(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}), NVL(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc);
+    EXCEPTION
+      WHEN DUP_VAL_ON_INDEX THEN NULL;  -- created concurrently: use theirs
+    END;
+    SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
+    RETURN v_id;
+  EXCEPTION
+    WHEN NO_DATA_FOUND THEN
+      fail('conflict', 'store ' || v_key || ' was created by a transaction this one cannot see (SERIALIZABLE): roll back and retry');
+  END open_store;
 
   FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIPELINED IS
     -- dbmemory.files.list_files: every file without its text, by path in code-point order

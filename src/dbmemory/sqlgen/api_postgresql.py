@@ -238,19 +238,33 @@ BEGIN
 END
 $f$"""
 
-_RESOLVE = f"""CREATE OR REPLACE FUNCTION {S}.resolve_store_id(
-    p_scope text,
+_CREATION_CAPS = """SELECT min(a.max_file_chars), min(a.max_files), min(a.max_store_chars)
+      INTO v_fc, v_nf, v_sc
+      FROM dbm_agents a
+     WHERE a.memory_enabled AND a.scope_name = p_scope
+       AND ((p_scope IN ('agent', 'user') AND a.agent_code = p_agent_code AND a.store_code IS NULL)
+            OR (p_scope = 'shared' AND a.store_code = p_store_code)
+            OR p_scope = 'global'
+            OR (p_scope = 'context' AND a.context_key = p_context_key
+                AND ((p_store_code IS NULL AND a.store_code IS NULL AND a.agent_code = p_agent_code)
+                     OR a.store_code = p_store_code)));"""
+"""dbmemory.caps.creation_caps for a StoreRef without caps: select_configured_caps + names_store
+(session stores: no configuration names them, so the defaults)."""
+
+_KEY_PARAMS = """    p_scope text,
     p_agent_code text DEFAULT NULL,
     p_user_id text DEFAULT NULL,
     p_session_id text DEFAULT NULL,
     p_store_code text DEFAULT NULL,
     p_context_key text DEFAULT NULL,
-    p_context_value text DEFAULT NULL
-) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$
--- dbmemory.keys.build_store_key, then dbmemory.store_lock.find_store_id
+    p_context_value text DEFAULT NULL"""
+
+_STORE_KEY = f"""CREATE OR REPLACE FUNCTION {S}._store_key(
+{_KEY_PARAMS}
+) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.keys.build_store_key: every component checked, the reserved namespace unreachable
 DECLARE
     v_key text;
-    v_id bigint;
 BEGIN
     IF p_scope = '{RESERVED}' THEN
         PERFORM {S}._fail('invalid_scope',
@@ -276,10 +290,63 @@ BEGIN
             || ':' || {S}._check_component(p_context_value,
                           format('a context value for %L', p_context_key), p_scope);
     END IF;
+    RETURN v_key;
+END
+$f$"""
+
+_RESOLVE = f"""CREATE OR REPLACE FUNCTION {S}.resolve_store_id(
+{_KEY_PARAMS}
+) RETURNS bigint LANGUAGE plpgsql STABLE AS $f$
+-- dbmemory.stores.resolve_store_id: build_store_key, then find_store_id
+DECLARE
+    v_key text := {S}._store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,
+                                 p_context_key, p_context_value);
+    v_id bigint;
+BEGIN
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
     IF v_id IS NULL THEN
         PERFORM {S}._fail('not_found', format(
             'store %s does not exist (it is created on its first write)', v_key));
+    END IF;
+    RETURN v_id;
+END
+$f$"""
+
+_OPEN = f"""CREATE OR REPLACE FUNCTION {S}.open_store(
+{_KEY_PARAMS}
+) RETURNS bigint LANGUAGE plpgsql AS $f$
+-- dbmemory.store_lock.get_or_create_store with a StoreRef without caps: the store id, the row
+-- created when missing with dbmemory.caps.creation_caps (the strictest enabled configurations
+-- that name the store, else the defaults); no audit event, as in Python
+DECLARE
+    v_key text := {S}._store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,
+                                 p_context_key, p_context_value);
+    v_id bigint;
+    v_fc integer;
+    v_nf integer;
+    v_sc bigint;
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
+    IF v_id IS NOT NULL THEN
+        RETURN v_id;
+    END IF;
+    {_CREATION_CAPS}
+    INSERT INTO dbm_stores
+        (store_key, scope_name, agent_code, store_code, created_at, updated_at,
+         max_file_chars, max_files, max_store_chars)
+    VALUES (v_key, p_scope,
+            CASE WHEN p_scope IN ('agent', 'user', 'session')
+                      OR (p_scope = 'context' AND p_store_code IS NULL) THEN p_agent_code END,
+            CASE WHEN p_scope IN ('shared', 'context') THEN p_store_code END,
+            v_now, v_now, coalesce(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}),
+            coalesce(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc)
+    ON CONFLICT (store_key) DO NOTHING;
+    SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
+    IF v_id IS NULL THEN
+        PERFORM {S}._fail('conflict', format(
+            'store %s was created by a transaction that committed after this one took its snapshot (REPEATABLE READ or SERIALIZABLE): roll back and retry',
+            v_key));
     END IF;
     RETURN v_id;
 END
@@ -791,7 +858,7 @@ def pg_statements() -> list[str]:
     body = [
         _FAIL, _COMPONENT, _PATH, _HASH, _CHECK_ID, _AUDIT,
         *_CAPS_AND_STORE_ROW.split(";\n\n"), _LOCK_STORE,
-        _RESOLVE, _LIST, _GET, _PUT, _DELETE, _CLEAR, _ENABLE, _DISABLE, _EXPIRE, _PROTOCOL,
+        _STORE_KEY, _RESOLVE, _OPEN, _LIST, _GET, _PUT, _DELETE, _CLEAR, _ENABLE, _DISABLE, _EXPIRE, _PROTOCOL,
     ]
     return [f"CREATE SCHEMA IF NOT EXISTS {S}", *body, _HARDEN]
 
