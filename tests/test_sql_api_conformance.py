@@ -677,3 +677,40 @@ def test_open_store_creates_the_row_python_would_with_the_configured_caps(
         assert _error_class(lambda: api.open(c, scope="reserved")) is InvalidScopeError
         assert _error_class(lambda: api.open(c, scope="context", agent_code="A", context_key="k")) is InvalidScopeError
     assert rows() == by_python
+
+
+def test_one_file_written_by_a_sql_and_a_python_writer_at_once_loses_no_write(
+    server_engine: Engine, api: SqlApi
+) -> None:
+    sid = _new_store(server_engine)
+    rounds = 15
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def writer(kind: str) -> None:
+        try:
+            barrier.wait()
+            for i in range(rounds):
+                text = f"{kind}-{i}" + "x" * (i if kind == "sql" else 2 * i)
+                with server_engine.begin() as c:
+                    if kind == "sql":
+                        api.put(c, sid, "/memories/todo.md", text)
+                    else:
+                        files.put_file(c, sid, "/memories/todo.md", text)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in ("sql", "python")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    with server_engine.connect() as c:
+        assert api.listing(c, sid)[0][2] == 2 * rounds  # every write bumped the version once
+        events = c.execute(sa.text(
+            "SELECT chars_before, chars_after FROM dbm_audit_events WHERE store_id = :s"
+            " ORDER BY event_id"), {"s": sid}).all()
+    assert len(events) == 2 * rounds
+    for before, after in zip(events, events[1:]):  # each write saw the one before it
+        assert after[0] == before[1]
