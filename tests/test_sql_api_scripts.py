@@ -211,3 +211,34 @@ def test_readme_plpgsql_and_mysql_examples_run(server_engine: sa.engine.Engine, 
     with server_engine.connect() as c:
         sid = files.find_store_id(c, "user:SUPPORT:c-42")
         assert files.get_file(c, sid, "/memories/tickets/T-7.md").text == "Refund sent"
+
+
+def _plsql_sql_statements(body: str) -> list[str]:
+    """The static SQL statements of a PL/SQL body (SELECT/INSERT/UPDATE/DELETE up to the ';'
+    outside quotes), with the PL/SQL-only clauses (INTO variables, BULK COLLECT, RETURNING ...
+    INTO) removed, so they read as plain Oracle SQL."""
+    found = []
+    for match in re.finditer(r"^\s*(SELECT|INSERT INTO|UPDATE|DELETE FROM)\b", body, re.M):
+        start, quoted, i = match.start(1), False, match.start(1)
+        while i < len(body):
+            if body[i] == "'":
+                quoted = not quoted
+            elif body[i] == ";" and not quoted:
+                break
+            i += 1
+        sql = body[start:i]
+        sql = re.sub(r"\bBULK COLLECT INTO\b.*?(?=\bFROM\b|$)", "", sql, flags=re.S)
+        sql = re.sub(r"\bRETURNING\b.*$", "", sql, flags=re.S)
+        sql = re.sub(r"\bINTO\s+(?!dbm_)[\w.]+(\s*,\s*[\w.]+)*\s+(?=FROM)", "", sql, flags=re.S)
+        found.append(sql)
+    return found
+
+
+def test_oracle_package_sql_statements_parse_as_oracle_and_never_compare_the_clob() -> None:
+    from test_oracle_compile import _sqlglot_problems
+
+    _, body = oracle_statements()
+    statements = _plsql_sql_statements(body)
+    assert len(statements) > 30
+    problems = {sql[:80]: p for sql in statements if (p := _sqlglot_problems(sql))}
+    assert not problems, problems
