@@ -49,6 +49,10 @@ def test_oracle_package_spec_has_scope_constants_and_named_exceptions() -> None:
         assert not re.search(r"(?<!SET )\bbody\s*(=|<>)", text)
     assert "DBMS_LOB.COMPARE(v_body, p_text)" in body
     script = sqlgen.render_api("oracle")
+    # SQL*Plus substitutes '&' everywhere (comments too) while DEFINE is on: none before it
+    before, _, after = script.partition("SET DEFINE ON")
+    assert "&" not in before and "&api_role" in after
+    assert script.index("SET DEFINE OFF") < script.index("CREATE OR REPLACE PACKAGE")
     assert script.count("\n/\n") >= 4 and "END dbm_memory;\n/" in script
 
 

@@ -6,8 +6,9 @@
 -- tables with the Python API's rules; no call commits or rolls back.
 -- Run after install.sql as the schema owner (SQL*Plus or SQLcl):
 --   @api.sql      (or: dbmemory db install-api --role DBM_MEMORY_USER)
--- Grants: role &api_role (default DBM_MEMORY_USER) gets EXECUTE on the package
--- and nothing on the tables; needs CREATE ROLE (skip: DEFINE api_role = '').
+-- Grants: the role named by DEFINE api_role (default DBM_MEMORY_USER) gets EXECUTE
+-- on the package, nothing on the tables; needs CREATE ROLE (to skip it, set the
+-- DEFINE near the end to '').
 -- Remove: DROP PACKAGE dbm_memory; (or dbmemory db uninstall-api).
 -- NOT YET RUN on a live Oracle server: see the README (From SQL, APEX and ORDS).
 -- Errors (one range; the message starts with the code):
