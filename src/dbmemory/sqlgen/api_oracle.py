@@ -258,6 +258,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     v_old   NUMBER;
     v_ver   NUMBER;
     v_body  CLOB;
+    v_new   CLOB;  -- the text to store: NULL for an empty file, as Python stores it
     v_chars NUMBER;
     v_bad   NUMBER;
     v_now   TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
@@ -272,6 +273,9 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     END IF;
     v_hash := path_hash(p_path);
     v_chars := text_chars(p_text);
+    IF v_chars > 0 THEN
+      v_new := p_text;
+    END IF;
     lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
     BEGIN
       SELECT file_id, char_count, version_no, body INTO v_fid, v_old, v_ver, v_body
@@ -302,7 +306,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
       INSERT INTO dbm_files
         (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
          created_at, updated_at, last_accessed_at)
-      VALUES (p_store_id, p_path, v_hash, CASE WHEN v_chars > 0 THEN p_text END, v_chars, 1, 0,
+      VALUES (p_store_id, p_path, v_hash, v_new, v_chars, 1, 0,
               v_now, v_now, v_now);
       store_row_update(p_store_id, 1, v_chars, v_now);
       {_audit("p_store_id", "v_key", "p_path", "put", "p_actor", "NULL", "v_chars", "NULL")};
@@ -313,7 +317,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     END IF;
     check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, v_old);
     UPDATE dbm_files
-       SET body = CASE WHEN v_chars > 0 THEN p_text END, char_count = v_chars,
+       SET body = v_new, char_count = v_chars,
            version_no = v_ver + 1, updated_at = v_now, last_accessed_at = v_now
      WHERE file_id = v_fid;
     store_row_update(p_store_id, 0, v_chars - v_old, v_now);
