@@ -17,7 +17,7 @@
 --   ORA-20703 e_invalid_argument invalid_argument: an argument breaks a rule (NULL or NUL text, a cap that is not a positive whole number, expiry days out of range, a snapshot isolation level for expire_files)
 --   ORA-20704 e_invalid_path     invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   ORA-20705 e_cap_exceeded     cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
---   ORA-20706 e_conflict         conflict: the store changed meanwhile (dropped by another transaction): retry
+--   ORA-20706 e_conflict         conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
 --   ORA-20707 e_invalid_scope    invalid_scope: unknown scope, the reserved namespace, or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
@@ -49,7 +49,7 @@ CREATE OR REPLACE PACKAGE dbm_memory AUTHID DEFINER AS
   PRAGMA EXCEPTION_INIT(e_invalid_path, -20704);
   e_cap_exceeded EXCEPTION;  -- the write would break max_file_chars, max_files or max_store_chars
   PRAGMA EXCEPTION_INIT(e_cap_exceeded, -20705);
-  e_conflict EXCEPTION;  -- the store changed meanwhile (dropped by another transaction): retry
+  e_conflict EXCEPTION;  -- open_store cannot see a store another transaction created after this o
   PRAGMA EXCEPTION_INIT(e_conflict, -20706);
   e_invalid_scope EXCEPTION;  -- unknown scope, the reserved namespace, or an invalid key component
   PRAGMA EXCEPTION_INIT(e_invalid_scope, -20707);

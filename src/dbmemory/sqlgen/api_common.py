@@ -112,7 +112,8 @@ API_ERRORS: tuple[ApiError, ...] = (
     ApiError("cap_exceeded", 20705, "DM705", CapExceededError,
              "the write would break max_file_chars, max_files or max_store_chars"),
     ApiError("conflict", 20706, "DM706", ConflictError,
-             "the store changed meanwhile (dropped by another transaction): retry"),
+             "open_store cannot see a store another transaction created after this one's "
+             "snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry"),
     ApiError("invalid_scope", 20707, "DM707", InvalidScopeError,
              "unknown scope, the reserved namespace, or an invalid key component"),
 )
