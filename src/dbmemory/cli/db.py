@@ -28,7 +28,7 @@ from dbmemory.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["db_app", "register", "upgrade", "current", "downgrade"]
+__all__ = ["db_app", "register", "upgrade", "current", "downgrade", "install_api", "uninstall_api"]
 
 db_app = typer.Typer(
     help=(
@@ -176,3 +176,92 @@ def downgrade(
         print_json({"url": where, "from": before, "to": after})
     else:
         typer.echo(f"Downgraded {where} from revision {_label(before)} to {_label(after)}")
+
+
+def _api_dialect(engine: Engine) -> str:
+    name = engine.dialect.name
+    folder = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "oracle": "oracle"}.get(name)
+    if folder is None:
+        raise InvalidArgumentError(
+            f"the in-database API exists for Oracle, PostgreSQL and MySQL/MariaDB, not {name}: "
+            "on SQLite use the Python API"
+        )
+    return folder
+
+
+def _run_raw(engine: Engine, statements: list[tuple[str, dict[str, str]]]) -> None:
+    """Run statements on the raw driver (no SQLAlchemy parsing of ':' or '%' in bodies)."""
+    with engine.connect() as conn:
+        dbapi = conn.connection.dbapi_connection
+        cursor = dbapi.cursor()
+        try:
+            for statement, params in statements:
+                if params:
+                    cursor.execute(statement, params)
+                else:
+                    cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi.commit()
+
+
+@db_app.command("install-api")
+def install_api(
+    role: Annotated[
+        str | None,
+        typer.Option(
+            "--role",
+            help="Also create this role (when missing) and let it execute the API, with no "
+            "right on the tables.",
+        ),
+    ] = None,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Install the memory API inside the database (sql/<dialect>/api.sql).
+
+    Oracle: package dbm_memory; PostgreSQL: schema dbm_memory; MySQL/MariaDB: routines
+    dbm_memory_<call>. Run 'dbmemory db upgrade' first. Safe to run again (it replaces the
+    API). The calls join their caller's transaction and never commit.
+
+    Example:
+
+        dbmemory db install-api --url postgresql://app@db/app --role dbm_memory_user
+    """
+    from dbmemory.db.engine import redact_url
+    from dbmemory.sqlgen.api import api_grant_statements, api_statements, check_role_name
+
+    if role is not None:
+        check_role_name(role)
+    with engine_session(url, "installing the memory API") as engine:
+        dialect = _api_dialect(engine)
+        _run_raw(engine, [(s, {}) for s in api_statements(dialect)])
+        if role is not None:
+            _run_raw(engine, api_grant_statements(dialect, role))
+    where = redact_url(engine.url)
+    if as_json:
+        print_json({"url": where, "dialect": dialect, "role": role})
+    else:
+        granted = f"; role {role} may execute it" if role else ""
+        typer.echo(f"Installed the memory API on {where} ({dialect}){granted}")
+
+
+@db_app.command("uninstall-api")
+def uninstall_api(url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Remove the memory API from the database (the tables and any role stay).
+
+    Example:
+
+        dbmemory db uninstall-api --url mysql://app@db/app
+    """
+    from dbmemory.db.engine import redact_url
+    from dbmemory.sqlgen.api import api_uninstall_statements
+
+    with engine_session(url, "removing the memory API") as engine:
+        dialect = _api_dialect(engine)
+        _run_raw(engine, [(s, {}) for s in api_uninstall_statements(dialect)])
+    where = redact_url(engine.url)
+    if as_json:
+        print_json({"url": where, "dialect": dialect})
+    else:
+        typer.echo(f"Removed the memory API from {where} ({dialect})")

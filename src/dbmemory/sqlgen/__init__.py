@@ -8,7 +8,9 @@ For each of ``oracle``, ``postgresql`` and ``mysql`` (MySQL and MariaDB):
   job and procedure and the version table ``dbm_alembic_version``;
 * ``expiry_job.sql``: the procedure ``dbm_expire_files`` implementing the same expiry rule as
   :func:`dbmemory.files.expire_files`, and a daily schedule for it (Oracle ``DBMS_SCHEDULER``,
-  PostgreSQL ``pg_cron``, MySQL/MariaDB ``EVENT``).
+  PostgreSQL ``pg_cron``, MySQL/MariaDB ``EVENT``);
+* ``api.sql``: the memory API inside the database (:mod:`dbmemory.sqlgen.api`: Oracle package
+  ``dbm_memory``, PostgreSQL schema ``dbm_memory``, MySQL/MariaDB ``dbm_memory_<call>``).
 
 The expiry rule (identical to the Python API, :mod:`dbmemory.expiry`; rendered from its
 constants): delete every row of ``dbm_files`` whose ``expiry_exempt`` is false, whose
@@ -52,6 +54,7 @@ from dbmemory.sqlgen._common import (
     default_sql_dir,
 )
 from dbmemory.sqlgen.expiry_job import expiry_procedure_sql, render_expiry_job
+from dbmemory.sqlgen.api import render_api
 from dbmemory.sqlgen.install import render_install, render_uninstall
 
 __all__ = [
@@ -65,6 +68,7 @@ __all__ = [
     "expiry_procedure_sql",
     "main",
     "render_all",
+    "render_api",
     "render_expiry_job",
     "render_install",
     "render_uninstall",
@@ -83,6 +87,7 @@ def render_all() -> dict[str, str]:
         scripts[f"{dialect}/install.sql"] = render_install(dialect)
         scripts[f"{dialect}/uninstall.sql"] = render_uninstall(dialect)
         scripts[f"{dialect}/expiry_job.sql"] = render_expiry_job(dialect)
+        scripts[f"{dialect}/api.sql"] = render_api(dialect)
     return scripts
 
 
@@ -128,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: write the scripts, or ``--check`` them (exit 1 when stale)."""
     parser = argparse.ArgumentParser(
         prog="python -m dbmemory.sqlgen",
-        description="Render sql/<dialect>/{install,uninstall,expiry_job}.sql from the migrations.",
+        description="Render sql/<dialect>/{install,uninstall,expiry_job,api}.sql from the migrations and the API templates.",
     )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when stale")
     parser.add_argument("--out", type=Path, default=None, help="folder to write (default: sql/)")

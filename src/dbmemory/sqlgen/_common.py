@@ -12,7 +12,7 @@ from dbmemory.db.schema import VERSION_TABLE
 DIALECTS: tuple[str, ...] = ("oracle", "postgresql", "mysql")
 """Folders under ``sql/``; ``mysql`` serves MySQL 8 and MariaDB 10.6+ alike."""
 
-SCRIPT_NAMES: tuple[str, ...] = ("install.sql", "uninstall.sql", "expiry_job.sql")
+SCRIPT_NAMES: tuple[str, ...] = ("install.sql", "uninstall.sql", "expiry_job.sql", "api.sql")
 
 EXPIRY_DEFAULT_DAYS = 30
 """Default retention of the scheduled jobs: files untouched for more than 30 days go."""

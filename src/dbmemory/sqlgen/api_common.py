@@ -1,0 +1,217 @@
+"""What the three renderings of the in-database API (``sql/<dialect>/api.sql``) share: the
+names of the calls, the error codes, the path subset the procedures accept, and the constants
+of the Python API they mirror.
+
+Every template names the Python constant or function it mirrors; the values are imported from
+there, so a change to the Python rule changes the rendered SQL (and the drift check fails until
+``python -m dbmemory.sqlgen`` is run again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dbmemory.errors import (
+    CapExceededError,
+    ConflictError,
+    DbMemoryError,
+    InvalidArgumentError,
+    InvalidPathError,
+    InvalidScopeError,
+    NotFoundError,
+)
+from dbmemory.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
+from dbmemory.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, SCOPES, STORE_CODE_MARKER
+from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES
+from dbmemory.paths import MAX_PATH_CHARS, ROOT
+from dbmemory.touch import TOUCH_INTERVAL
+from dbmemory.validate import INT32_MAX, INT64_MAX
+
+__all__ = [
+    "API_NAME",
+    "API_ROLE",
+    "API_CALLS",
+    "ApiError",
+    "API_ERRORS",
+    "ERROR_BY_CODE",
+    "sql_path_problem",
+]
+
+API_NAME = "dbm_memory"
+"""Oracle package, PostgreSQL schema, and prefix of the MySQL/MariaDB routines
+(``dbm_memory_<call>``)."""
+
+API_ROLE = "dbm_memory_user"
+"""Default name of the role that may execute the API without any right on the tables."""
+
+API_CALLS: tuple[str, ...] = (
+    "resolve_store_id",
+    "open_store",
+    "list_files",
+    "get_file",
+    "put_file",
+    "delete_file",
+    "clear_store_files",
+    "enable_for_agent",
+    "disable_for_agent",
+    "expire_files",
+    "get_memory_protocol",
+)
+"""The public calls, in the order the scripts define them."""
+
+ADMIN_ACTOR = "admin"
+"""``actor_name`` of the audit events when the caller passes none: the default ``actor`` of
+:func:`dbmemory.files.put_file`, :func:`~dbmemory.files.delete_file` and
+:func:`~dbmemory.files.clear_store_files`, and the actor of :func:`dbmemory.enable_for_agent`
+and :func:`dbmemory.disable_for_agent`."""
+
+EXPIRY_API_ACTOR = "expiry"
+"""``actor_name`` of the events of :func:`dbmemory.expiry.expire_files` (``_expire_batch``),
+which ``expire_files`` of the API mirrors (the scheduled job signs ``expiry-job``)."""
+
+MAX_ACTOR_CHARS = 500
+"""``dbm_audit_events.actor_name`` length (:func:`dbmemory.audit._audit_rows` cuts there)."""
+
+MAX_DETAIL_CHARS = 1000
+"""``dbm_audit_events.detail_text`` length (:func:`dbmemory.audit._audit_rows` cuts there)."""
+
+
+@dataclass(frozen=True)
+class ApiError:
+    """One error of the in-database API.
+
+    Attributes:
+        name: the code (``not_found`` ...): Oracle exception ``e_<name>``, PostgreSQL and MySQL
+            message prefix.
+        number: Oracle ``raise_application_error`` code is ``-number``; MySQL/MariaDB
+            ``MYSQL_ERRNO`` is ``number`` (``SQLSTATE '45000'``).
+        sqlstate: PostgreSQL ``SQLSTATE``.
+        python: the exception class the Python API raises for the same input.
+        meaning: one line for the README's error table.
+    """
+
+    name: str
+    number: int
+    sqlstate: str
+    python: type[DbMemoryError]
+    meaning: str
+
+
+API_ERRORS: tuple[ApiError, ...] = (
+    ApiError("not_found", 20701, "DM701", NotFoundError,
+             "the store, file or agent configuration does not exist"),
+    ApiError("missing_context_key", 20702, "DM702", InvalidScopeError,
+             "a store-key component the scope needs is missing (the context key or value, "
+             "an agent code, user id, session id or store code)"),
+    ApiError("invalid_argument", 20703, "DM703", InvalidArgumentError,
+             "an argument breaks a rule (NULL or NUL text, a cap that is not a positive whole "
+             "number, expiry days out of range, a snapshot isolation level for expire_files)"),
+    ApiError("invalid_path", 20704, "DM704", InvalidPathError,
+             "the path is not one the SQL API accepts (see Paths), is the root, is a "
+             "directory, or has a file as parent"),
+    ApiError("cap_exceeded", 20705, "DM705", CapExceededError,
+             "the write would break max_file_chars, max_files or max_store_chars"),
+    ApiError("conflict", 20706, "DM706", ConflictError,
+             "open_store cannot see a store another transaction created after this one's "
+             "snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry"),
+    ApiError("invalid_scope", 20707, "DM707", InvalidScopeError,
+             "unknown scope, the reserved namespace, or an invalid key component"),
+)
+"""The documented errors, one range: Oracle ``-20701`` .. ``-20707``, MySQL ``MYSQL_ERRNO``
+20701 .. 20707, PostgreSQL ``SQLSTATE`` ``DM701`` .. ``DM707``."""
+
+ERROR_BY_CODE = {e.name: e for e in API_ERRORS}
+
+
+# -- the path subset ---------------------------------------------------------------------------
+
+PATH_RULE = (
+    f"the SQL API accepts {ROOT} and paths {ROOT}/<segment>/... of at most {MAX_PATH_CHARS} "
+    "printable ASCII characters (U+0020..U+007E) without '\\' and '%', whose segments are "
+    "not empty, not '.' or '..', and neither start nor end with a space"
+)
+"""The documented strict subset of canonical paths (:func:`dbmemory.paths.normalize_path`
+returns every one of them unchanged); every database checks it character by character on
+code points, with no collation involved."""
+
+_CODE_BACKSLASH, _CODE_PERCENT, _CODE_SLASH, _CODE_DOT, _CODE_SPACE = 92, 37, 47, 46, 32
+
+
+def sql_path_problem(path: object) -> str | None:
+    """The path check of the procedures, in Python (the same steps as the rendered SQL).
+
+    Returns:
+        ``None`` when the procedures accept ``path``, else why not. Every accepted path is
+        canonical: ``normalize_path(path) == path`` (a property test checks it).
+    """
+    if path is None:
+        return "path is NULL"
+    if not isinstance(path, str) or path == "":
+        return "path is empty"
+    if len(path) > MAX_PATH_CHARS:
+        return "too long"
+    for char in path:
+        code = ord(char)
+        if code < 32 or code > 126:
+            return "not printable ASCII"
+        if code in (_CODE_BACKSLASH, _CODE_PERCENT):
+            return "backslash or percent"
+    if path == ROOT:
+        return None
+    if not path.startswith(ROOT + "/"):
+        return "outside the root"
+    for segment in path[len(ROOT) + 1 :].split("/"):
+        if segment == "":
+            return "empty segment"
+        if segment in (".", ".."):
+            return "dot segment"
+        if segment[0] == " " or segment[-1] == " ":
+            return "surrounding space"
+    return None
+
+
+# Mirrored constants (each template names the one it uses).
+MIRRORED = {
+    "MAX_COMPONENT_CHARS": MAX_COMPONENT_CHARS,
+    "MAX_PATH_CHARS": MAX_PATH_CHARS,
+    "DEFAULT_MAX_FILE_CHARS": DEFAULT_MAX_FILE_CHARS,
+    "DEFAULT_MAX_FILES": DEFAULT_MAX_FILES,
+    "INT32_MAX": INT32_MAX,
+    "INT64_MAX": INT64_MAX,
+    "MIN_EXPIRY_DAYS": MIN_EXPIRY_DAYS,
+    "MAX_EXPIRY_DAYS": MAX_EXPIRY_DAYS,
+    "TOUCH_INTERVAL_S": int(TOUCH_INTERVAL.total_seconds()),
+}
+
+SCOPE_LIST = ", ".join(SCOPES)
+RESERVED = RESERVED_SCOPE
+MARKER = STORE_CODE_MARKER
+
+COMPONENT_RULE = "may contain only ASCII letters, digits, '_', '.' and '-'"
+"""Message part of :func:`dbmemory.keys.validate_component`."""
+
+DAYS_RULE = (
+    f"days must be a number of at least {MIN_EXPIRY_DAYS:.6g} (1 hour, the touch interval: "
+    "reads are recorded at most once an hour)"
+)
+"""Message of :func:`dbmemory.expiry.validate_days`."""
+
+
+def protocol_lines() -> list[str]:
+    """The lines of :func:`dbmemory.prompts.get_memory_protocol` (rendered chunk by chunk)."""
+    from dbmemory.prompts import get_memory_protocol
+
+    return get_memory_protocol().split("\n")
+
+
+def split_ascii(line: str) -> list[tuple[bool, str]]:
+    """``line`` as runs of ``(is_ascii, text)``, so a script can spell the non-ASCII
+    characters as code points and stay pure ASCII (no client character-set surprises)."""
+    runs: list[tuple[bool, str]] = []
+    for char in line:
+        kind = char.isascii()
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + char)
+        else:
+            runs.append((kind, char))
+    return runs

@@ -1,0 +1,235 @@
+"""Oracle API, the shared rules: the package body's private part (errors, binary comparison,
+key components, the path subset, the path hash, the caps fragment, the store lock)
+(:mod:`dbmemory.sqlgen.api_oracle`)."""
+
+
+from __future__ import annotations
+
+from dbmemory.paths import ROOT
+from dbmemory.sqlgen.api_common import (
+    ADMIN_ACTOR,
+    API_ERRORS,
+    API_NAME,
+    COMPONENT_RULE,
+    MAX_ACTOR_CHARS,
+    MAX_DETAIL_CHARS,
+    MIRRORED as M,
+    PATH_RULE,
+    protocol_lines,
+    split_ascii,
+)
+
+S = API_NAME
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _fail_cases() -> str:
+    return "\n".join(f"      WHEN '{e.name}' THEN -{e.number}" for e in API_ERRORS)
+
+
+def _protocol_expr() -> str:
+    lines = []
+    for line in protocol_lines():
+        parts = []
+        for is_ascii, run in split_ascii(line):
+            if is_ascii:
+                parts.append(_q(run))
+            else:
+                parts.extend(f"TO_CHAR(UNISTR('\\{ord(c):04X}'))" for c in run)
+        lines.append(" || ".join(parts) if parts else "''")
+    return "\n      || CHR(10) || ".join(lines)
+
+
+def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: str,
+           after: str, detail: str) -> str:
+    """dbmemory.audit._audit_rows: actor cut at 500 (NULL, and so '', -> the default), detail at 1,000."""
+    return f"""INSERT INTO dbm_audit_events
+      (store_id, store_key, file_path, action_name, actor_name,
+       chars_before, chars_after, detail_text, created_at)
+    VALUES ({store_id}, {key}, {path}, '{action}', SUBSTR(NVL({actor}, '{ADMIN_ACTOR}'), 1, {MAX_ACTOR_CHARS}),
+            {before}, {after}, SUBSTR({detail}, 1, {MAX_DETAIL_CHARS}), v_now)"""
+
+
+_DIR_PROBE = """SELECT COUNT(*) INTO v_bad FROM dbm_files
+     WHERE store_id = p_store_id
+       AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'"""
+
+_OWN = (
+    "(s.store_key = 'agent:' || p_agent_code\n"
+    "        OR (SUBSTR(s.store_key, 1, LENGTH(p_agent_code) + 6) = 'user:' || p_agent_code || ':'\n"
+    "            AND REGEXP_COUNT(s.store_key, ':') = 2)\n"
+    "        OR (SUBSTR(s.store_key, 1, LENGTH(p_agent_code) + 9) = 'context:' || p_agent_code || ':'\n"
+    "            AND REGEXP_COUNT(s.store_key, ':') = 3))"
+)
+
+
+_BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
+
+  PROCEDURE fail (p_code IN VARCHAR2, p_message IN VARCHAR2) IS
+  BEGIN
+    RAISE_APPLICATION_ERROR(CASE p_code
+{_fail_cases()}
+      ELSE -20703 END, SUBSTR(p_code || ': ' || p_message, 1, 2000));
+  END fail;
+
+  -- binary equality, whatever NLS_COMP/NLS_SORT the session uses (APEX: often LINGUISTIC)
+  FUNCTION same (a IN VARCHAR2, b IN VARCHAR2) RETURN BOOLEAN IS
+  BEGIN
+    RETURN a IS NOT NULL AND b IS NOT NULL AND UTL_RAW.CAST_TO_RAW(a) = UTL_RAW.CAST_TO_RAW(b);
+  END same;
+
+  -- dbmemory.keys.validate_component (MAX_COMPONENT_CHARS, [A-Za-z0-9_.-]) on code values
+  FUNCTION component (p_value IN VARCHAR2, p_what IN VARCHAR2, p_scope IN VARCHAR2)
+    RETURN VARCHAR2 IS
+    v_code PLS_INTEGER;
+  BEGIN
+    IF p_value IS NULL THEN  -- Oracle: '' is NULL
+      fail('missing_context_key', 'scope ''' || p_scope || ''' needs ' || p_what || ': pass it');
+    END IF;
+    IF LENGTH(p_value) > {M["MAX_COMPONENT_CHARS"]} THEN
+      fail('invalid_scope', p_what || ' is ' || LENGTH(p_value)
+        || ' characters long; the limit is {M["MAX_COMPONENT_CHARS"]}: use a shorter identifier');
+    END IF;
+    FOR i IN 1 .. LENGTH(p_value) LOOP
+      v_code := ASCII(SUBSTR(p_value, i, 1));
+      IF NOT (v_code BETWEEN 48 AND 57 OR v_code BETWEEN 65 AND 90 OR v_code BETWEEN 97 AND 122
+              OR v_code IN (95, 46, 45)) THEN
+        fail('invalid_scope', p_what || ' ''' || SUBSTR(p_value, 1, 100) || ''' '
+          || {_q(COMPONENT_RULE)});
+      END IF;
+    END LOOP;
+    RETURN p_value;
+  END component;
+
+  -- dbmemory.sqlgen.api_common.PATH_RULE (a strict subset of what
+  -- dbmemory.paths.normalize_path returns unchanged), on code values
+  PROCEDURE check_path (p_path IN VARCHAR2) IS
+    v_len   PLS_INTEGER;
+    v_code  PLS_INTEGER;
+    v_start PLS_INTEGER;
+    v_seg   VARCHAR2(1000 CHAR);
+    v_shown VARCHAR2(200 CHAR);
+  BEGIN
+    IF p_path IS NULL THEN
+      fail('invalid_path', 'path is empty or NULL: pass a path such as ''{ROOT}/notes.md''');
+    END IF;
+    v_len := LENGTH(p_path);
+    v_shown := '''' || SUBSTR(p_path, 1, 100) || '''' || CASE WHEN v_len > 100 THEN '...' END;
+    IF v_len > {M["MAX_PATH_CHARS"]} THEN  -- dbmemory.paths.MAX_PATH_CHARS
+      fail('invalid_path', 'path ' || v_shown || ' is ' || v_len
+        || ' characters long; the limit is {M["MAX_PATH_CHARS"]:,} characters: use a shorter path');
+    END IF;
+    FOR i IN 1 .. v_len LOOP
+      v_code := ASCII(SUBSTR(p_path, i, 1));
+      IF v_code < 32 OR v_code > 126 THEN
+        fail('invalid_path', 'path ' || v_shown || ' has a character that is not printable ASCII at position '
+          || (i - 1) || ': ' || {_q(PATH_RULE)});
+      ELSIF v_code = 92 THEN
+        fail('invalid_path', 'path ' || v_shown || ' contains a backslash at position ' || (i - 1)
+          || ': separate segments with ''/''');
+      ELSIF v_code = 37 THEN
+        fail('invalid_path', 'path ' || v_shown || ' contains ''%'' at position ' || (i - 1)
+          || ': the Python rules decode percent-escapes, so write the characters themselves');
+      END IF;
+    END LOOP;
+    IF same(p_path, '{ROOT}') THEN
+      RETURN;
+    END IF;
+    IF NOT same(SUBSTR(p_path, 1, {len(ROOT) + 1}), '{ROOT}/') THEN
+      fail('invalid_path', 'path ' || v_shown || ' must be {ROOT} or start with {ROOT}/: write it as ''{ROOT}/<name>''');
+    END IF;
+    v_start := {len(ROOT) + 2};
+    FOR i IN {len(ROOT) + 2} .. v_len + 1 LOOP
+      IF i > v_len OR ASCII(SUBSTR(p_path, i, 1)) = 47 THEN
+        v_seg := SUBSTR(p_path, v_start, i - v_start);
+        IF v_seg IS NULL THEN
+          fail('invalid_path', 'path ' || v_shown || ' has an empty segment (''//'' or a trailing ''/''): remove it');
+        ELSIF same(v_seg, '..') THEN
+          fail('invalid_path', 'path ' || v_shown || ' must stay under {ROOT}: remove ''..'' segments');
+        ELSIF same(v_seg, '.') THEN
+          fail('invalid_path', 'path ' || v_shown || ' contains a ''.'' segment: remove it');
+        ELSIF ASCII(SUBSTR(v_seg, 1, 1)) = 32 OR ASCII(SUBSTR(v_seg, -1, 1)) = 32 THEN
+          fail('invalid_path', 'path ' || v_shown || ' has a segment that starts or ends with whitespace: remove the surrounding spaces');
+        END IF;
+        v_start := i + 1;
+      END IF;
+    END LOOP;
+  END check_path;
+
+  -- dbmemory.paths.path_hash: SHA-256 hex of the path's bytes (ASCII: the same in every
+  -- database character set, so the same as Python's UTF-8)
+  FUNCTION path_hash (p_path IN VARCHAR2) RETURN VARCHAR2 IS
+    v_hash VARCHAR2(64);
+  BEGIN
+    SELECT LOWER(RAWTOHEX(STANDARD_HASH(p_path, 'SHA256'))) INTO v_hash FROM dual;
+    RETURN v_hash;
+  END path_hash;
+
+  PROCEDURE check_store_id (p_store_id IN NUMBER) IS
+  BEGIN
+    IF p_store_id IS NULL OR p_store_id < 1 OR p_store_id <> TRUNC(p_store_id) THEN
+      fail('invalid_argument', 'store_id must be a whole number from 1 to 2**63-1, got '
+        || NVL(TO_CHAR(p_store_id), 'NULL') || ': look it up with {S}.resolve_store_id(...)');
+    END IF;
+  END check_store_id;
+
+  -- characters of a text, as Python's len() (CLOB length; see the README for characters
+  -- outside the Basic Multilingual Plane)
+  FUNCTION text_chars (p_text IN CLOB) RETURN NUMBER IS
+  BEGIN
+    RETURN NVL(DBMS_LOB.GETLENGTH(p_text), 0);
+  END text_chars;
+
+  -- ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps)
+  -- and the store-row update of every write (dbmemory.audit._audit_write: on Oracle the row is
+  -- modified by every write, dbmemory.db.dialect.store_bump == "statement").
+  PROCEDURE check_caps (p_store_id IN NUMBER, p_path IN VARCHAR2, p_max_file_chars IN NUMBER,
+                        p_max_files IN NUMBER, p_max_store_chars IN NUMBER,
+                        p_new_chars IN NUMBER, p_old_chars IN NUMBER) IS
+    v_count NUMBER;
+    v_total NUMBER;
+    v_grow  NUMBER := p_new_chars - NVL(p_old_chars, 0);
+  BEGIN
+    IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
+      fail('cap_exceeded', 'file text would be ' || p_new_chars
+        || ' characters, over the cap max_file_chars = ' || p_max_file_chars
+        || ': keep files small - split it, or merge and delete old content');
+    END IF;
+    IF p_old_chars IS NOT NULL AND (p_max_store_chars IS NULL OR v_grow <= 0) THEN
+      RETURN;
+    END IF;
+    SELECT COUNT(*), NVL(SUM(char_count), 0) INTO v_count, v_total
+      FROM dbm_files WHERE store_id = p_store_id;
+    IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
+      fail('cap_exceeded', 'cannot create ' || p_path || ': the store already holds ' || v_count
+        || ' files and the cap max_files is ' || p_max_files
+        || ': merge related files or delete ones you no longer need, then retry');
+    END IF;
+    IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
+      fail('cap_exceeded', 'writing ' || p_path || ' would bring the store to ' || (v_total + v_grow)
+        || ' characters, over the cap max_store_chars = ' || p_max_store_chars
+        || ': condense or delete old files, then retry');
+    END IF;
+  END check_caps;
+
+  PROCEDURE store_row_update (p_store_id IN NUMBER, p_add_files IN NUMBER,
+                              p_add_chars IN NUMBER, p_now IN TIMESTAMP) IS
+  BEGIN
+    UPDATE dbm_stores SET updated_at = p_now WHERE store_id = p_store_id;
+  END store_row_update;
+
+  -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+  PROCEDURE lock_store (p_store_id IN NUMBER, p_key OUT VARCHAR2, p_mfc OUT NUMBER,
+                        p_mf OUT NUMBER, p_msc OUT NUMBER) IS
+  BEGIN
+    SELECT store_key, max_file_chars, max_files, max_store_chars
+      INTO p_key, p_mfc, p_mf, p_msc
+      FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
+  EXCEPTION
+    WHEN NO_DATA_FOUND THEN
+      fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
+  END lock_store;
+"""
