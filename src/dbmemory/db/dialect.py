@@ -71,6 +71,7 @@ __all__ = [
     "ddl_commits_transaction",
     "oracle_object_exists",
     "drop_table",
+    "utf8_length",
 ]
 
 
@@ -446,6 +447,22 @@ def lock_expiry_candidates(
     if name == "postgresql":
         return stmt.limit(limit).with_for_update(skip_locked=True, of=table)
     return stmt.limit(limit).with_for_update(skip_locked=True)
+
+
+def utf8_length(bind: Connection | Engine | Dialect, column: Any) -> Any:
+    """SQL for the UTF-8 length in bytes of a text column, or ``None`` where the database
+    cannot give it (Oracle: ``LENGTHB`` refuses a CLOB in a multibyte character set; the caller
+    then reads the text and measures it). ``NULL`` stays ``NULL``.
+
+    PostgreSQL (UTF8 database) and MySQL/MariaDB (``utf8mb4`` column): ``OCTET_LENGTH``;
+    SQLite (UTF-8 database, its default): ``LENGTH(CAST(x AS BLOB))``.
+    """
+    name = _name(bind)
+    if name == "oracle":
+        return None
+    if name == "sqlite":
+        return sa.func.length(sa.cast(column, sa.LargeBinary()))
+    return sa.func.octet_length(column)
 
 
 def delete_returning(bind: Connection | Engine | Dialect) -> bool:
