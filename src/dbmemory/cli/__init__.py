@@ -23,7 +23,7 @@ from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
 
 __all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
 
-COMMAND_MODULES: tuple[str, ...] = ("replay", "chat", "db", "agent", "files", "tool", "expire", "profile", "mcp", "demo")
+COMMAND_MODULES: tuple[str, ...] = ("replay", "chat", "db", "agent", "files", "files_transfer", "tool", "expire", "profile", "mcp", "demo")
 """Modules of :mod:`dbmemory.cli` whose ``register(app)`` adds their commands, in help order."""
 
 app = typer.Typer(
