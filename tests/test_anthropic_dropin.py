@@ -46,7 +46,15 @@ from dbmemory.stores import enable_for_agent, set_store_caps  # noqa: E402
 
 AGENT = "DROPIN"
 _users = itertools.count(1)
-TALLY = {"calls": 0, "identical": 0, "sdk_crashes": 0}
+TALLY: dict[str, dict[str, int]] = {}
+"""Per backend: calls compared, identical answers, calls where the SDK's tool crashed."""
+
+
+def _tally(engine: Engine) -> dict[str, int]:
+    name = engine.dialect.name
+    if name == "sqlite":
+        name += "-memory" if engine.url.database in (None, "", ":memory:") else "-file"
+    return TALLY.setdefault(name, {"calls": 0, "identical": 0, "sdk_crashes": 0})
 
 
 def _outcome(call: Any) -> tuple[str, str]:
@@ -117,15 +125,16 @@ def pair(agent: Engine, tmp_path: Path) -> tuple[Sdk, Ours]:
 def run(sdk: Sdk, ours: Ours, commands: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Run each command on both; assert identical answers and stores after each."""
     answers = []
+    tally = _tally(ours.engine)
     for command in commands:
         expected, got = sdk.call(command), ours.call(command)
-        TALLY["calls"] += 1
+        tally["calls"] += 1
         if expected[0] == "crash":
-            TALLY["sdk_crashes"] += 1
+            tally["sdk_crashes"] += 1
             assert got[0] == "error", (command, expected, got)
         else:
             assert got == expected, command
-            TALLY["identical"] += 1
+            tally["identical"] += 1
         assert ours.snapshot() == sdk.snapshot(), command
         answers.append(got)
     return answers
@@ -331,6 +340,59 @@ def test_sizes_are_utf8_bytes_as_the_sdk_shows_them(pair: tuple[Sdk, Ours]) -> N
         "0B", "1B", "1023B", "1K", "1.0K", "1.5K", "4K", "1M", "3G", "5120G"]
 
 
+MALFORMED = [
+    {"command": "frobnicate", "path": "/memories"},
+    {"path": "/memories"},
+    {"command": "view"},
+    {"command": "view", "path": "/memories/f.md", "view_range": ["a", 2]},
+    {"command": "create", "path": "/memories/new.md"},
+    {"command": "str_replace", "path": "/memories/f.md", "old_str": "x"},
+    {"command": "insert", "path": "/memories/f.md", "insert_text": "x"},
+    {"command": "rename", "old_path": "/memories/f.md"},
+]
+
+
+@pytest.mark.parametrize("command", MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
+def test_malformed_inputs_that_crash_the_sdk_are_error_texts_that_write_nothing(
+    pair: tuple[Sdk, Ours], command: dict[str, Any]
+) -> None:
+    sdk, ours = pair
+    run(sdk, ours, [C("/memories/f.md", "x\n")])
+    assert sdk.call(command)[0] == "crash"
+    kind, text = ours.call(command)
+    assert kind == "error" and text, text
+    assert ours.snapshot() == {"/memories/f.md": "x\n"}
+
+
+def test_the_line_limit_answers_as_the_sdk(pair: tuple[Sdk, Ours]) -> None:
+    sdk, ours = pair
+    with ours.engine.begin() as conn:
+        set_store_caps(conn, ours.tool._backend._tool(conn).store, max_file_chars=2_000_000)
+    answers = run(sdk, ours, [C("/memories/long.md", "\n" * 999_998), V("/memories/long.md", [999_999, -1]),
+                              C("/memories/longer.md", "\n" * 999_999), V("/memories/longer.md")])
+    assert answers[1] == ("ok", "Here's the content of /memories/long.md with line numbers:\n999999\t")
+    assert answers[3] == ("error", "File /memories/longer.md exceeds maximum line limit of 999,999 lines.")
+
+
+def test_sizes_measured_in_python_where_the_database_cannot_equal_the_databases(
+    agent: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dbmemory.db import dialect
+    from dbmemory.reads import file_bytes
+
+    ours = Ours(agent)
+    for name, text in {"a.md": "é" * 18, "b/c.md": "😀€x", "e.md": ""}.items():
+        ours.call(C(f"/memories/{name}", text))
+    key = f"user:{AGENT}:{ours.user}"
+    with agent.connect() as conn:
+        measured = file_bytes(conn, key, "/memories")
+        monkeypatch.setattr(dialect, "utf8_length", lambda bind, column: None)  # Oracle's answer
+        assert file_bytes(conn, key, "/memories") == measured == [
+            ("/memories/a.md", 36), ("/memories/b/c.md", 8), ("/memories/e.md", 0)]
+        assert file_bytes(conn, key, "/memories/b") == [("/memories/b/c.md", 8)]
+    assert dialect.utf8_length(dialect.oracle19_dialect(), None) is None
+
+
 # -- random sequences --------------------------------------------------------------------------
 
 _paths = hs.sampled_from(
@@ -373,7 +435,9 @@ def test_random_sequences_answer_as_the_sdk(agent: Engine, examples: int) -> Non
 def test_zz_report_the_tally(capsys: pytest.CaptureFixture[str]) -> None:
     """Not a check: prints how many calls matched (run with -s to see it)."""
     with capsys.disabled():
-        print(
-            f"\nanthropic drop-in: {TALLY['identical']} of {TALLY['calls'] - TALLY['sdk_crashes']} answers identical "
-            f"(plus {TALLY['sdk_crashes']} calls where the SDK's tool crashes and the adapter answers with an error)"
-        )
+        for backend, t in sorted(TALLY.items()):
+            print(
+                f"\nanthropic drop-in on {backend}: {t['identical']} of {t['calls'] - t['sdk_crashes']} answers "
+                f"identical (plus {t['sdk_crashes']} calls where the SDK's tool crashes and the adapter answers "
+                "with an error)"
+            )

@@ -48,7 +48,9 @@ Where they differ, on purpose:
   disk (``/memories/a/../b.md`` is ``/memories/b.md``; past the root: the SDK's "would escape").
 * **Caps** (:mod:`dbmemory.caps`): a write past a store's cap is refused with dbmemory's text;
   the SDK has no caps. A concurrency or storage failure also has dbmemory's text.
-* ``view_range`` with a value that is not a whole number is an error text (the SDK crashes).
+* ``view_range`` with a value that is not a whole number, an input without a command or with
+  an unknown one, a command without a required field: an error text (the SDK's tool crashes;
+  on ``create`` without ``file_text`` it crashes after creating an empty file).
 * A directory shows ``4K`` whatever it holds (ext4 shows 4K until a directory's entries fill a
   block, 8K and more for a directory of hundreds of entries).
 
@@ -94,7 +96,7 @@ class _Args:
 
     def __init__(self, command: Any) -> None:
         if hasattr(command, "model_dump"):
-            fields = command.model_dump()
+            fields = command.model_dump(warnings=False)
         elif isinstance(command, Mapping):
             fields = dict(command)
         else:
@@ -249,6 +251,19 @@ def _rename(conn: Connection, tool: Any, c: _Args) -> str:
     return f"Successfully renamed {c.old_path} to {c.new_path}"
 
 
+def _command_name(command: Any) -> str:
+    """The command of a tool-use input, or a ``ToolError`` saying what is wrong with it."""
+    name = command.get("command") if isinstance(command, Mapping) else getattr(command, "command", None)
+    if name is None:
+        raise ToolError(
+            "Missing command: the memory tool's input needs a command: one of view, create, "
+            "str_replace, insert, delete, rename"
+        )
+    if name not in _COMMANDS:
+        raise ToolError(f"Unknown command: {name}: use one of view, create, str_replace, insert, delete, rename")
+    return str(name)
+
+
 _COMMANDS = {
     "view": _view,
     "create": _create,
@@ -365,6 +380,11 @@ class DbMemoryTool(BetaAbstractMemoryTool):
             engine_or_conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context, store_code=store_code
         )
 
+    def execute(self, command: Any) -> str:
+        """Dispatch one command (what the SDK's ``call`` does with a tool-use input); an input
+        without a known command is a ``ToolError`` (the SDK's tool crashes on it)."""
+        return getattr(self, _command_name(command))(command)
+
     def view(self, command: Any) -> str:
         """``view``: a directory listing or a numbered file (optional ``view_range``)."""
         return self._backend.result("view", command)
@@ -416,6 +436,10 @@ class AsyncDbMemoryTool(BetaAsyncAbstractMemoryTool):
         self._backend = _Backend(
             engine_or_conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context, store_code=store_code
         )
+
+    async def execute(self, command: Any) -> str:
+        """See :meth:`DbMemoryTool.execute`."""
+        return await getattr(self, _command_name(command))(command)
 
     async def _run(self, name: str, command: Any) -> str:
         return await asyncio.to_thread(self._backend.result, name, command)
