@@ -190,7 +190,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "view ranges": [C("/memories/r.md", "1\n2\n3\n4\n5")]
     + [V("/memories/r.md", r) for r in ([2, 4], [2, -1], [0, 2], [-3, 2], [10, 20], [3, 1], [1], [], [1, 2, 3],
                                         [5, 5], [1, -2], [4, 0])],
-    "view errors": [C("/memories/f.md", "x"), V("/memories/missing.md"), V("/memories/f.md/x"), V("/notes.md"),
+    "view errors": [C("/memories/f.md", "x"), V("/memories", ["a", 2]), V("/memories", 5), V("/memories/missing.md"), V("/memories/f.md/x"), V("/notes.md"),
                     V("memories/x"), V("/memories/../x"), V("/memories/a/../../x"), V(""), V("/Memories/x")],
     "texts with CR, CRLF, trailing newlines": [
         C("/memories/crlf.md", "a\r\nb\r\n"), V("/memories/crlf.md"), V("/memories"),

@@ -145,12 +145,6 @@ def _view(conn: Connection, tool: Any, c: _Args) -> str:
     from dbmemory.files import view_path
 
     path = _path(c.path)
-    view_range = c.view_range
-    if view_range is not None and (
-        not isinstance(view_range, (list, tuple))
-        or (len(view_range) == 2 and not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range))
-    ):
-        raise texts.SdkError(f"view_range must be two whole numbers [first, last], got: {view_range!r}")
     if is_root(path):
         return texts.listing(c.path, _under(conn, tool, path))
     try:
@@ -158,6 +152,12 @@ def _view(conn: Connection, tool: Any, c: _Args) -> str:
     except NotFoundError:
         raise texts.SdkError(f"The path {c.path} does not exist. Please provide a valid path.") from None
     if isinstance(found, FileRecord):
+        view_range = c.view_range  # ignored for a directory, as by the SDK
+        if view_range is not None and (
+            not isinstance(view_range, (list, tuple))
+            or (len(view_range) == 2 and not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range))
+        ):
+            raise texts.SdkError(f"view_range must be two whole numbers [first, last], got: {view_range!r}")
         return texts.file_view(c.path, found.text, view_range)
     return texts.listing(c.path, _under(conn, tool, path))
 
