@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, Row
 from dbmemory import statements as st
 from dbmemory import validate as _v
 from dbmemory.db import dialect
+from dbmemory.db.schema import files as _files
 from dbmemory.errors import (
     NotFoundError,
 )
@@ -23,7 +24,7 @@ from dbmemory.paths import ROOT, is_root, normalize_path, path_hash
 from dbmemory.touch import touch_after_read
 from dbmemory.store_lock import StoreArg, _existing_store_id, _info, _record
 
-__all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path"]
+__all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path", "file_bytes"]
 
 
 def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
@@ -191,3 +192,30 @@ def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -
         raise
 
 
+
+
+def file_bytes(conn: Connection, store_key: str, directory: str) -> list[tuple[str, int]]:
+    """``(path, size in bytes)`` of every file under ``directory`` (all for the root) of the
+    store ``store_key``, sorted by path: the UTF-8 length of each text, what a file of it takes
+    on disk (the Anthropic SDK's listing shows it). Measured by the database where it can
+    (:func:`dbmemory.db.dialect.utf8_length`); on Oracle the texts are read and measured here.
+    ``[]`` for a store that does not exist. No touch (a listing is not a read of a file).
+
+    Raises:
+        InvalidPathError: ``directory`` is not a valid path.
+        InvalidArgumentError: ``conn`` is not a Connection.
+    """
+    _v.check_connection(conn)
+    directory = normalize_path(directory)
+    measured = dialect.utf8_length(conn, _files.c.body)
+    stmt = st.select_byte_sizes(_files.c.body if measured is None else measured, under=not is_root(directory))
+    params: dict[str, Any] = {"p_key": store_key}
+    if not is_root(directory):
+        params.update(st.prefix_params(directory))
+    try:
+        rows = conn.execute(stmt, params).all()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, f"listing {directory}") from exc
+    if measured is None:
+        return sorted((r[0], len((r[1] or "").encode("utf-8"))) for r in rows)
+    return sorted((r[0], int(r[1] or 0)) for r in rows)

@@ -104,6 +104,7 @@ __all__ = [
     "select_store_totals",
     "delete_stores_by_id",
     "example_statements",
+    "select_byte_sizes",
 ]
 
 FILE_COLUMNS = (
@@ -980,6 +981,15 @@ def _touch_and_expiry_examples(sample: dict[str, Any]) -> dict[str, Executable]:
     }
 
 
+def select_byte_sizes(size: ColumnElement[Any], *, under: bool) -> sa.Select[Any]:
+    """Path and ``size`` (an expression of ``body``: its UTF-8 length from
+    :func:`dbmemory.db.dialect.utf8_length`, or ``body`` itself where the database cannot
+    measure it) of the files of the store ``:p_key``; ``under``: only those under a directory
+    (:func:`prefix_params`). What the Anthropic SDK's directory view shows (bytes on disk)."""
+    stmt = sa.select(files.c.file_path, size).where(files.c.store_id == _STORE_ID_BY_KEY)
+    return stmt.where(_under()) if under else stmt
+
+
 def example_statements() -> dict[str, Executable]:
     """Every statement the package runs (prebuilt ones as they are; expanding IN lists bound to
     sample values so they render).
@@ -1094,6 +1104,7 @@ def example_statements() -> dict[str, Executable]:
             detail_text=None,
             created_at=now,
         ),
+        "select_byte_sizes": select_byte_sizes(files.c.body, under=True),
         "select_agent": select_agent("A"),
         "select_agent_for_update": select_agent("A", for_update=True),
         "select_agents": select_agents(),

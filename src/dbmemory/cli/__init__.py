@@ -25,8 +25,8 @@ from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
 __all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "replay", "chat", "db", "agent", "files", "tool", "expire", "doctor", "profile", "items", "admin", "mcp",
-    "demo",
+    "replay", "chat", "db", "agent", "files", "files_transfer", "tool", "expire", "doctor", "profile",
+    "items", "admin", "mcp", "demo",
 )
 """Modules of :mod:`dbmemory.cli` whose ``register(app)`` adds their commands, in help order."""
 

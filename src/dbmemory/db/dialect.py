@@ -77,6 +77,7 @@ __all__ = [
     "ddl_commits_transaction",
     "oracle_object_exists",
     "drop_table",
+    "utf8_length",
 ]
 
 
@@ -528,6 +529,22 @@ def expiry_candidates(
     store rows next, ``SKIP LOCKED``: writers' order, store row first). Oracle 19c: ``FETCH
     FIRST``; elsewhere ``LIMIT``."""
     return stmt.limit(limit)
+
+
+def utf8_length(bind: Connection | Engine | Dialect, column: Any) -> Any:
+    """SQL for the UTF-8 length in bytes of a text column, or ``None`` where the database
+    cannot give it (Oracle: ``LENGTHB`` refuses a CLOB in a multibyte character set; the caller
+    then reads the text and measures it). ``NULL`` stays ``NULL``.
+
+    PostgreSQL (UTF8 database) and MySQL/MariaDB (``utf8mb4`` column): ``OCTET_LENGTH``;
+    SQLite (UTF-8 database, its default): ``LENGTH(CAST(x AS BLOB))``.
+    """
+    name = _name(bind)
+    if name == "oracle":
+        return None
+    if name == "sqlite":
+        return sa.func.length(sa.cast(column, sa.LargeBinary()))
+    return sa.func.octet_length(column)
 
 
 def delete_returning(bind: Connection | Engine | Dialect) -> bool:

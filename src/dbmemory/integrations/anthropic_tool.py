@@ -1,7 +1,8 @@
-"""The Anthropic SDK's memory tool, backed by dbmemory.
+"""The Anthropic SDK's memory tool, backed by dbmemory: a drop-in for the SDK's own.
 
-Code written for the SDK's file-system memory tool (``BetaLocalFilesystemMemoryTool``) switches
-to the database by changing one class::
+Code written for the SDK's file-system memory tool
+(``anthropic.tools.memory.BetaLocalFilesystemMemoryTool``) switches to the database by
+changing one class::
 
     from anthropic import Anthropic
     from dbmemory.db.engine import create_engine
@@ -13,11 +14,45 @@ to the database by changing one class::
         messages=[{"role": "user", "content": "Remember that I prefer tea."}],
     )
 
-:class:`DbMemoryTool` subclasses the SDK's ``BetaAbstractMemoryTool`` (``anthropic.lib.tools``):
-it offers Anthropic's native ``memory_20250818`` tool and answers each command with
-:class:`dbmemory.tool.MemoryTool`. A failure raises the SDK's ``ToolError`` with dbmemory's text
-(without the ``"Error: "`` marker), so the SDK's runner returns it with ``is_error: true``, as it
-does for its own tool. Texts follow the SDK's wording where it has one.
+:class:`DbMemoryTool` subclasses the SDK's ``BetaAbstractMemoryTool`` (``anthropic.lib.tools``)
+and offers Anthropic's native ``memory_20250818`` tool. **For the same calls and the same
+stored contents it gives the model the SDK tool's text, byte for byte**: the directory header,
+sizes as the SDK computes them (bytes on disk: the UTF-8 length of the text, ``36B``,
+``1.5K``; ``4K`` for a directory), the empty last line a final newline shows, the ``insert``
+answer and every error text (raised as the SDK's ``ToolError``, so the runner returns it with
+``is_error: true`` as it does for its own tool). ``tests/test_anthropic_dropin.py`` runs the
+same call sequences against the SDK's tool in a temporary directory and against this one.
+:class:`dbmemory.tool.MemoryTool` (what ``run_turn``, MCP and the CLI use) keeps its own,
+richer texts.
+
+Where they differ, on purpose:
+
+* **A write that crashes the SDK's tool** (it raises ``NotADirectoryError``, ``OSError`` or
+  ``ValueError``, which the runner shows as a bare exception) is an error text here:
+  ``create`` under a path whose parent is a file, ``rename`` of a directory into itself or
+  under a file, a path with a NUL character.
+* **``/memoriesX``**: the SDK checks the prefix without a separator and stores
+  ``/memoriesX/a.md`` as ``/memories/X/a.md``; here it is refused (``Path must be /memories or
+  start with /memories/, got: ...``).
+* **Directories exist while they hold a file.** A store keeps files, and a directory is the
+  prefix of their paths: after the last file of ``/memories/a`` is deleted or renamed away,
+  ``/memories/a`` no longer exists (the SDK's disk keeps the empty directory, which then lists
+  as ``4K\t/memories/a/``; its ``rename`` also leaves the new path's parent directories behind
+  when the source does not exist). The differential test removes empty directories from the
+  SDK's tree after each call, which is this model.
+* **dbmemory's path and text rules apply** (:mod:`dbmemory.paths`): a path the SDK would store
+  under a name those rules refuse (control or invisible characters, look-alike slashes, a
+  segment with leading or trailing spaces, more than 1,000 characters) or spell differently
+  (percent-escapes are decoded, names are NFC-normalised) gets dbmemory's text; a text with NUL
+  is refused (PostgreSQL cannot store it). ``.`` and ``..`` segments resolve as on the SDK's
+  disk (``/memories/a/../b.md`` is ``/memories/b.md``; past the root: the SDK's "would escape").
+* **Caps** (:mod:`dbmemory.caps`): a write past a store's cap is refused with dbmemory's text;
+  the SDK has no caps. A concurrency or storage failure also has dbmemory's text.
+* ``view_range`` with a value that is not a whole number, an input without a command or with
+  an unknown one, a command without a required field: an error text (the SDK's tool crashes;
+  on ``create`` without ``file_text`` it crashes after creating an empty file).
+* A directory shows ``4K`` whatever it holds (ext4 shows 4K until a directory's entries fill a
+  block, 8K and more for a directory of hundreds of entries).
 
 Transactions: given an Engine, **each command runs in its own transaction and commits it**;
 given a Connection, commands join the caller's transaction and nothing commits (the caller's
@@ -35,7 +70,17 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from dbmemory.errors import MissingDependencyError
+from dbmemory.errors import (
+    AlreadyExistsError,
+    DbMemoryError,
+    InvalidPathError,
+    MissingDependencyError,
+    NotFoundError,
+)
+from dbmemory.integrations import anthropic_texts as texts
+from dbmemory.model import FileRecord
+from dbmemory.paths import is_root, normalize_path
+from dbmemory.tool.memory_tool import _encodable
 
 try:
     from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
@@ -46,11 +91,191 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 __all__ = ["DbMemoryTool", "AsyncDbMemoryTool"]
 
-_MARKER = "Error: "
+class _Args:
+    """A command's fields by attribute, for an SDK command model or a plain mapping."""
+
+    def __init__(self, command: Any) -> None:
+        if hasattr(command, "model_dump"):
+            fields = command.model_dump(warnings=False)
+        elif isinstance(command, Mapping):
+            fields = dict(command)
+        else:
+            fields = dict(vars(command))
+        self.__dict__.update(fields)
+
+    def __getattr__(self, name: str) -> Any:  # an absent optional field
+        return None
+
+
+def _path(shown: object) -> str:
+    """The store path for a path the model gave (the SDK's resolution, then dbmemory's rules)."""
+    if not isinstance(shown, str):
+        raise texts.SdkError(f"path must be text, got {type(shown).__name__}: pass a path under /memories")
+    try:
+        return normalize_path(texts.resolve(shown))
+    except InvalidPathError as exc:
+        raise texts.SdkError(exc.message) from None
+
+
+def _under(conn: Connection, tool: Any, directory: str) -> list[tuple[str, int]]:
+    """``(path relative to directory, bytes)`` of every file under it."""
+    from dbmemory.reads import file_bytes
+
+    cut = len(directory) + 1
+    return [(path[cut:], size) for path, size in file_bytes(conn, tool.store.store_key, directory)]
+
+
+def _kind(conn: Connection, tool: Any, path: str) -> str | None:
+    """``"file"``, ``"directory"`` or ``None``: what is at a store path (no touch, no lock)."""
+    from dbmemory.files import find_store_id, get_file, list_directory
+
+    if is_root(path):
+        return "directory"
+    store_id = find_store_id(conn, tool.store.store_key)
+    if store_id is None:
+        return None
+    try:
+        get_file(conn, store_id, path)
+        return "file"
+    except NotFoundError:
+        return "directory" if list_directory(conn, store_id, path) else None
+
+
+def _view(conn: Connection, tool: Any, c: _Args) -> str:
+    from dbmemory.files import view_path
+
+    path = _path(c.path)
+    if is_root(path):
+        return texts.listing(c.path, _under(conn, tool, path))
+    try:
+        found = view_path(conn, tool.store, path)
+    except NotFoundError:
+        raise texts.SdkError(f"The path {c.path} does not exist. Please provide a valid path.") from None
+    if isinstance(found, FileRecord):
+        view_range = c.view_range  # ignored for a directory, as by the SDK
+        if view_range is not None and (
+            not isinstance(view_range, (list, tuple))
+            or (len(view_range) == 2 and not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range))
+        ):
+            raise texts.SdkError(f"view_range must be two whole numbers [first, last], got: {view_range!r}")
+        return texts.file_view(c.path, found.text, view_range)
+    return texts.listing(c.path, _under(conn, tool, path))
+
+
+def _create(conn: Connection, tool: Any, c: _Args) -> str:
+    from dbmemory.files import create_file
+
+    path = _path(c.path)
+    exists = texts.SdkError(f"File {c.path} already exists")
+    if is_root(path):
+        raise exists
+    try:
+        create_file(conn, tool.store, path, c.file_text, actor=tool.actor)
+    except AlreadyExistsError:
+        raise exists from None
+    except InvalidPathError as exc:
+        if exc.code == "is_directory":
+            raise exists from None
+        raise
+    return f"File created successfully at: {c.path}"
+
+
+def _edit(conn: Connection, tool: Any, c: _Args, action: str, transform: Any) -> None:
+    from dbmemory.files import edit_file
+
+    path = _path(c.path)
+    if is_root(path):
+        raise texts.SdkError(f"The path {c.path} is not a file.")
+    try:
+        edit_file(conn, tool.store, path, transform, actor=tool.actor, action=action)
+    except NotFoundError:
+        raise texts.SdkError(f"The path {c.path} does not exist. Please provide a valid path.") from None
+    except InvalidPathError as exc:
+        if exc.code == "is_directory":
+            raise texts.SdkError(f"The path {c.path} is not a file.") from None
+        raise
+
+
+def _str_replace(conn: Connection, tool: Any, c: _Args) -> str:
+    if not isinstance(c.old_str, str) or not isinstance(c.new_str, str):
+        raise texts.SdkError("str_replace needs old_str and new_str as text")
+    answer: list[str] = []
+
+    def transform(current: str) -> tuple[str, None]:
+        new_text, text = texts.str_replace(c.path, current, c.old_str, c.new_str)
+        answer.append(text)
+        return new_text, None
+
+    _edit(conn, tool, c, "str_replace", transform)
+    return answer[-1]
+
+
+def _insert(conn: Connection, tool: Any, c: _Args) -> str:
+    if not isinstance(c.insert_line, int) or isinstance(c.insert_line, bool) or not isinstance(c.insert_text, str):
+        raise texts.SdkError("insert needs insert_line as a whole number and insert_text as text")
+    _edit(conn, tool, c, "insert", lambda current: (texts.insert(c.path, current, c.insert_line, c.insert_text), None))
+    return f"The file {c.path} has been edited."
+
+
+def _delete(conn: Connection, tool: Any, c: _Args) -> str:
+    from dbmemory.files import delete_path
+
+    path = _path(c.path)
+    if is_root(path):
+        raise texts.SdkError("Cannot delete the /memories directory itself")
+    try:
+        delete_path(conn, tool.store, path, actor=tool.actor)
+    except NotFoundError:
+        raise texts.SdkError(f"The path {c.path} does not exist") from None
+    return f"Successfully deleted {c.path}"
+
+
+def _rename(conn: Connection, tool: Any, c: _Args) -> str:
+    from dbmemory.files import rename_path
+
+    old, new = _path(c.old_path), _path(c.new_path)
+    if is_root(old):
+        raise texts.SdkError("Cannot rename the /memories directory itself")
+    destination_exists = texts.SdkError(f"The destination {c.new_path} already exists")
+    if _kind(conn, tool, new) is not None:
+        raise destination_exists
+    missing = texts.SdkError(f"The path {c.old_path} does not exist")
+    if old == new:
+        raise missing
+    try:
+        rename_path(conn, tool.store, old, new, actor=tool.actor)
+    except NotFoundError:
+        raise missing from None
+    except AlreadyExistsError:
+        raise destination_exists from None
+    return f"Successfully renamed {c.old_path} to {c.new_path}"
+
+
+def _command_name(command: Any) -> str:
+    """The command of a tool-use input, or a ``ToolError`` saying what is wrong with it."""
+    name = command.get("command") if isinstance(command, Mapping) else getattr(command, "command", None)
+    if name is None:
+        raise ToolError(
+            "Missing command: the memory tool's input needs a command: one of view, create, "
+            "str_replace, insert, delete, rename"
+        )
+    if name not in _COMMANDS:
+        raise ToolError(f"Unknown command: {name}: use one of view, create, str_replace, insert, delete, rename")
+    return str(name)
+
+
+_COMMANDS = {
+    "view": _view,
+    "create": _create,
+    "str_replace": _str_replace,
+    "insert": _insert,
+    "delete": _delete,
+    "rename": _rename,
+}
 
 
 class _Backend:
-    """What both classes share: where commands run and how their text becomes a result."""
+    """What both classes share: where commands run and how a failure becomes a ``ToolError``."""
 
     def __init__(
         self,
@@ -86,43 +311,39 @@ class _Backend:
             actor=actor,
         )
 
-    def text(self, arguments: Mapping[str, Any]) -> str:
-        """Run one command; return its text (a failure starts with ``"Error: "``)."""
+    def _in_transaction(self, work: Any) -> Any:
         if isinstance(self.bind, Engine):
             with self.bind.begin() as conn:  # one committed transaction per command
-                return self._tool(conn).execute(dict(arguments))
-        return self._tool(self.bind).execute(dict(arguments))
+                return work(conn)
+        return work(self.bind)
 
-    def result(self, arguments: Mapping[str, Any]) -> str:
-        """Run one command; return its text, or raise ``ToolError`` for a failure."""
-        text = self.text(arguments)
-        if text.startswith(_MARKER):
-            raise ToolError(text[len(_MARKER) :])
-        return text
+    def result(self, name: str, command: Any) -> str:
+        """Run one command; return the SDK's text, or raise ``ToolError`` with the SDK's text
+        (dbmemory's where the SDK has none). Nothing is written on a failure."""
+        args = _Args(command)
+
+        def work(conn: Connection) -> str:
+            tool = self._tool(conn)  # configuration errors raise (not shown to the model)
+            try:
+                return _COMMANDS[name](conn, tool, args)
+            except texts.SdkError as exc:
+                raise ToolError(exc.message) from None
+            except DbMemoryError as exc:
+                raise ToolError(_encodable(tool._message(args, exc))) from None
+
+        return self._in_transaction(work)
 
     def clear(self) -> str:
-        """Delete every file of the store (one audit event per file); returns a short text."""
+        """Delete every file of the store (one audit event per file); the SDK's text."""
         from dbmemory.files import clear_store_files, find_store_id
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection) -> str:
             store_id = find_store_id(conn, self._tool(conn).store.store_key)
-            return 0 if store_id is None else clear_store_files(conn, store_id, actor="anthropic-memory-tool")
+            if store_id is not None:
+                clear_store_files(conn, store_id, actor="anthropic-memory-tool")
+            return "All memory cleared"
 
-        if isinstance(self.bind, Engine):
-            with self.bind.begin() as conn:
-                count = work(conn)
-        else:
-            count = work(self.bind)
-        return f"All memory cleared ({count} files deleted)"
-
-
-def _arguments(command: Any) -> dict[str, Any]:
-    """The SDK command model as MEMORY tool arguments (unset optional fields dropped)."""
-    if hasattr(command, "model_dump"):
-        return command.model_dump(exclude_none=True)
-    if isinstance(command, Mapping):
-        return {k: v for k, v in command.items() if v is not None}
-    return dict(vars(command))
+        return self._in_transaction(work)
 
 
 class DbMemoryTool(BetaAbstractMemoryTool):
@@ -159,29 +380,34 @@ class DbMemoryTool(BetaAbstractMemoryTool):
             engine_or_conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context, store_code=store_code
         )
 
+    def execute(self, command: Any) -> str:
+        """Dispatch one command (what the SDK's ``call`` does with a tool-use input); an input
+        without a known command is a ``ToolError`` (the SDK's tool crashes on it)."""
+        return getattr(self, _command_name(command))(command)
+
     def view(self, command: Any) -> str:
         """``view``: a directory listing or a numbered file (optional ``view_range``)."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("view", command)
 
     def create(self, command: Any) -> str:
         """``create``: a new file; an existing one is an error (use ``str_replace``)."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("create", command)
 
     def str_replace(self, command: Any) -> str:
         """``str_replace``: replace a unique ``old_str``."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("str_replace", command)
 
     def insert(self, command: Any) -> str:
         """``insert``: insert ``insert_text`` after line ``insert_line`` (0 = top)."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("insert", command)
 
     def delete(self, command: Any) -> str:
         """``delete``: a file or a directory (never the root)."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("delete", command)
 
     def rename(self, command: Any) -> str:
         """``rename``: a file or a directory."""
-        return self._backend.result(_arguments(command))
+        return self._backend.result("rename", command)
 
     def clear_all_memory(self) -> str:
         """Delete every file of the store (audited, in one transaction)."""
@@ -211,32 +437,36 @@ class AsyncDbMemoryTool(BetaAsyncAbstractMemoryTool):
             engine_or_conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context, store_code=store_code
         )
 
-    async def _run(self, command: Any) -> str:
-        return await asyncio.to_thread(self._backend.result, _arguments(command))
+    async def execute(self, command: Any) -> str:
+        """See :meth:`DbMemoryTool.execute`."""
+        return await getattr(self, _command_name(command))(command)
+
+    async def _run(self, name: str, command: Any) -> str:
+        return await asyncio.to_thread(self._backend.result, name, command)
 
     async def view(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.view`."""
-        return await self._run(command)
+        return await self._run("view", command)
 
     async def create(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.create`."""
-        return await self._run(command)
+        return await self._run("create", command)
 
     async def str_replace(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.str_replace`."""
-        return await self._run(command)
+        return await self._run("str_replace", command)
 
     async def insert(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.insert`."""
-        return await self._run(command)
+        return await self._run("insert", command)
 
     async def delete(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.delete`."""
-        return await self._run(command)
+        return await self._run("delete", command)
 
     async def rename(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.rename`."""
-        return await self._run(command)
+        return await self._run("rename", command)
 
     async def clear_all_memory(self) -> str:
         """See :meth:`DbMemoryTool.clear_all_memory`."""
