@@ -15,7 +15,7 @@ Mapping (reversible and validated, so a hostile label or key can never name anot
 * item key ``"prefs"`` -> file ``/memories/prefs.json``; a key keeps ASCII letters, digits,
   ``-`` and ``.``; every other character becomes ``_XX`` per UTF-8 byte (so ``/``, ``%``,
   ``\\``, spaces and non-ASCII letters never reach the path rules). The path is at most 1,000
-  characters, so the encoded key takes at most 984.
+  characters, so the encoded key takes at most 985.
 * value -> compact JSON (``ensure_ascii=False``; when a string holds a lone surrogate the whole
   value is written ASCII-escaped instead, so it still round-trips).
 

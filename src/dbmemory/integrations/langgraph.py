@@ -29,8 +29,8 @@ tuples come back as lists, and a ``datetime``, a set or ``nan`` is refused.
 Connection, batches join the caller's transaction and nothing is committed: the caller's
 rollback removes the puts. A batch's puts are all or nothing (one savepoint): a put refused by
 a cap leaves none of the batch. :meth:`~DbMemoryStore.abatch` runs the same work in a worker
-thread (``asyncio.to_thread``; a Connection is used by one batch at a time); async engines are
-refused.
+thread (``asyncio.to_thread``; a Connection, or an in-memory SQLite engine's one shared
+connection, is used by one batch at a time); async engines are refused.
 
 **Batches** follow LangGraph's ``InMemoryStore``: reads (get, search, list) see the data as it
 was before the batch's puts, and of several puts of one item the last wins.
@@ -237,6 +237,7 @@ class DbMemoryStore(BaseStore):
         if not isinstance(refresh_on_read, bool):
             raise InvalidArgumentError(f"refresh_on_read must be True or False, got {refresh_on_read!r}")
         self._bind = bind
+        self._shared_connection = isinstance(bind, Engine) and dialect.is_memory_sqlite(bind)
         self._caps = caps
         self._actor = actor
         self.expiry_days: float | None = None
@@ -382,6 +383,9 @@ class DbMemoryStore(BaseStore):
         if isinstance(self._bind, Connection):
             with self._lock:
                 return self._run(self._bind, len(ops), reads, puts)
+        if self._shared_connection:  # in-memory SQLite: one DB-API connection for the engine
+            with self._lock, self._bind.begin() as conn:
+                return self._run(conn, len(ops), reads, puts)
         with self._bind.begin() as conn:
             return self._run(conn, len(ops), reads, puts)
 
