@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,3 +441,28 @@ def test_statements_compile_for_oracle_19c() -> None:
     ):
         sql = str(stmt.compile(dialect=dialect))
         assert "LIKE" not in sql  # exact prefixes only: '_' is our escape character
+
+
+# -- the README section and the example run as shipped -----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code_or_file: list[str], cwd: Path, **env: str) -> str:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **env}
+    done = subprocess.run([sys.executable, *code_or_file], cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_readme_section_runs_as_pasted_and_prints_what_it_says(tmp_path: Path) -> None:
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## LangGraph store\n", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    said = [line.split("# ", 1)[1].strip() for line in block.splitlines() if line.startswith("print(")]
+    assert _python(["-c", block], tmp_path).splitlines() == said
+
+
+def test_the_example_graph_runs_offline(tmp_path: Path) -> None:
+    out = _python([str(ROOT / "examples" / "langgraph_store.py")], tmp_path, DBMEMORY_URL=f"sqlite:///{(tmp_path / 'x.db').as_posix()}")
+    assert "bot:  You like green tea, hiking, jazz." in out
+    assert "namespaces: [('preferences', 'u-42')]" in out
