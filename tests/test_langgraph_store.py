@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -123,6 +124,29 @@ def test_max_files_caps_a_namespace(engine: Engine) -> None:
         store.put(("n",), "c", {})
     assert caught.value.cap == "max_files"
     store.put(("n",), "a", {"changed": True})  # an update adds no file
+
+
+def test_parallel_puts_from_threads_never_exceed_the_files_cap(engine: Engine) -> None:
+    if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
+        pytest.skip("in-memory SQLite has one shared connection: batches run one at a time")
+    store = DbMemoryStore(engine, caps=Caps(max_files=5))
+    store.put(("n",), "first", {})  # the store row exists: its cap applies to every writer
+    outcomes: list[str] = []
+
+    def put(i: int) -> None:
+        try:
+            store.put(("n",), f"k{i}", {"i": i})
+            outcomes.append("ok")
+        except CapExceededError:
+            outcomes.append("cap")
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["cap"] * 8 + ["ok"] * 4
+    assert len(store.search(("n",), limit=100)) == 5
 
 
 def test_every_change_is_audited_with_the_actor(engine: Engine) -> None:
@@ -366,15 +390,16 @@ def _age_every_file(engine: Engine, days: int) -> None:
 
 def test_a_read_refreshes_the_ttl_unless_told_not_to(engine: Engine) -> None:
     store = DbMemoryStore(engine, expiry_days=30)
-    for key in ("got", "got-quietly", "searched", "searched-quietly"):
+    for key in ("got", "got-quietly", "searched", "searched-quietly", "rewritten"):
         store.put(("n",), key, {"name": key}, ttl=43200)
     _age_every_file(engine, 40)
+    store.put(("n",), "rewritten", {"name": "rewritten"}, ttl=43200)  # unchanged, yet refreshed
     assert store.get(("n",), "got") is not None
     assert store.get(("n",), "got-quietly", refresh_ttl=False) is not None
     assert [i.key for i in store.search(("n",), filter={"name": "searched"})] == ["searched"]
     assert len(store.search(("n",), filter={"name": "searched-quietly"}, refresh_ttl=False)) == 1
     assert expire_files_committing(engine, days=30) == 2
-    assert sorted(i.key for i in store.search(("n",), refresh_ttl=False)) == ["got", "searched"]
+    assert sorted(i.key for i in store.search(("n",), refresh_ttl=False)) == ["got", "rewritten", "searched"]
 
 
 def test_sweep_ttl_expires_only_langgraph_items(engine: Engine) -> None:
