@@ -50,6 +50,7 @@ __all__ = [
     "encode_value",
     "decode_value",
     "matches_filter",
+    "check_filter",
     "matches_conditions",
     "text_of_value",
 ]

@@ -44,8 +44,12 @@ compared as tuples of code points), then key. With a ``query`` the items are ran
 corpus is the items that pass the prefix and filter; an item's text is every string in its
 value) with the score in ``SearchItem.score``, highest first, ties in the order above; the
 query never drops an item (``InMemoryStore`` without an index ignores the query and returns
-items unscored, in insertion order). ``limit``/``offset`` slice that order. Files of the store
-that are not items (another name, or not a JSON object) are skipped.
+items unscored, in insertion order). ``limit``/``offset`` slice that order (Python slice
+semantics, as ``InMemoryStore``). There is no vector index: a put's ``index`` argument is
+ignored, as by ``InMemoryStore`` made without one. Files of the store that are not items
+(another name, or not a JSON object) are skipped. A search reads the rows of every store under
+the prefix (without their text when there is neither filter nor query: then only the page's
+texts are read), so its cost grows with the namespaces under the prefix.
 
 **Namespaces** (:meth:`list_namespaces`): a namespace is listed while it holds an item (as
 LangGraph's PostgreSQL store; ``InMemoryStore`` also keeps listing one whose items were all
@@ -73,7 +77,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -114,8 +117,6 @@ from dbmemory.touch import touch_after_read
 from dbmemory.txn import write_unit
 
 __all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]
-
-log = logging.getLogger(__name__)
 
 STORE_CODE_PREFIX = codec.STORE_CODE_PREFIX
 """Store codes of LangGraph namespaces start with ``lg.`` (store keys with ``shared:lg.``)."""
