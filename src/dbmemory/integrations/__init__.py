@@ -4,6 +4,8 @@
   over MCP stdio with the official ``mcp`` SDK (extra ``mcp``); ``dbmemory mcp``.
 - :mod:`dbmemory.integrations.anthropic_tool`: ``DbMemoryTool``, the Anthropic SDK's abstract
   memory tool backed by dbmemory (extra ``anthropic``).
+- :mod:`dbmemory.integrations.langgraph`: ``DbMemoryStore``, LangGraph's ``BaseStore`` (long-term
+  memory of a graph) on dbmemory's stores (extra ``langgraph``).
 
 Nothing is imported here: import the submodule you use (each names its extra when missing).
 """
