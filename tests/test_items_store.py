@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from dbmemory import items as I
 from dbmemory.db.schema import items as items_table
 from dbmemory.errors import ConflictError, InvalidArgumentError, InvalidScopeError, NotFoundError
-from dbmemory.items.store import mark_items_used
+from dbmemory.items import mark_items_used
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

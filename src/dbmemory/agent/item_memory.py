@@ -95,7 +95,7 @@ def after_turn(
         return None
     try:
         if loaded.injected:
-            from dbmemory.items.store import mark_items_used
+            from dbmemory.items.usage import mark_items_used
 
             mark_items_used(engine, [i.item_id for i in loaded.injected], now=now)
     except Exception:  # noqa: BLE001

@@ -103,10 +103,10 @@ from dbmemory.items.store import (
     enforce_auto_item_limit,
     get_item,
     list_items,
-    mark_items_used,
     purge_items,
     restore_item,
 )
+from dbmemory.items.usage import mark_items_used
 
 __all__ = [
     "ACTIONS",

@@ -22,7 +22,8 @@ from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
 from dbmemory.items.model import user_key_of
 from dbmemory.items.settings import OrgSettings, get_memory_switch, get_org_settings
-from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items, mark_items_used
+from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
+from dbmemory.items.usage import mark_items_used
 
 if TYPE_CHECKING:
     from dbmemory.items.extract import Change, ExtractionResult

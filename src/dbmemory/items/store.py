@@ -20,17 +20,16 @@ Rules:
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.db.schema import items as _it
-from dbmemory.errors import ConflictError, DbMemoryError, InvalidArgumentError, NotFoundError
+from dbmemory.errors import ConflictError, InvalidArgumentError, NotFoundError
 from dbmemory.items import audit
 from dbmemory.items.model import (
     DEFAULT_ORG,
@@ -59,13 +58,9 @@ __all__ = [
     "get_item",
     "list_items",
     "count_items",
-    "mark_items_used",
     "enforce_auto_item_limit",
     "live_rule",
 ]
-
-log = logging.getLogger(__name__)
-
 
 def live_rule(now: Any) -> sa.ColumnElement[bool]:
     """SQL: the item is live at ``now`` (not deleted, not expired)."""
@@ -513,48 +508,6 @@ def count_items(
     out = {"manual": 0, "auto": 0}
     out.update({k: int(n) for k, n in rows})
     return out
-
-
-def mark_items_used(
-    engine_or_conn: Engine | Connection,
-    item_ids: Iterable[int],
-    *,
-    now: dt.datetime | None = None,
-) -> int:
-    """Record that items were injected into a conversation (``last_used_at``; the LRU rule of
-    the auto-item limit). Not a change: no version, no audit event.
-
-    With an **Engine** (what a turn passes) the update runs in a short transaction of its own,
-    committed here, never in the turn's transaction, so it holds no lock there; a failure is
-    logged and counted as 0 (the turn goes on). With a **Connection** it joins that
-    connection's transaction (the caller decides; a failure raises).
-
-    Returns:
-        The number of rows updated.
-    """
-    _v.arguments(engine_or_conn=engine_or_conn)
-    ids = _v.check_each(list(item_ids), "item_ids", _v.check_id)
-    now = _now(now)
-    if not ids:
-        return 0
-
-    def run(conn: Connection) -> int:
-        total = 0
-        for chunk in (ids[i : i + 1000] for i in range(0, len(ids), 1000)):
-            total += conn.execute(
-                sa.update(_it).where(_it.c.item_id.in_(chunk)).values(last_used_at=now)
-            ).rowcount
-        return total
-
-    if isinstance(engine_or_conn, Connection):
-        with write_unit(engine_or_conn, "marking memory items used"):
-            return run(engine_or_conn)
-    try:
-        with engine_or_conn.begin() as conn:
-            return run(conn)
-    except (sa.exc.SQLAlchemyError, DbMemoryError) as exc:
-        log.warning("marking %d memory items used failed: %s", len(ids), exc)
-        return 0
 
 
 def _enforce(

@@ -7,7 +7,7 @@ items **outside** any transaction (an embedding model may be called).
 :func:`dbmemory.items.inject.memory_sections` renders the blocks.
 
 Items injected are marked used after the turn, by the post-processing, in a short transaction
-of its own (:func:`dbmemory.items.store.mark_items_used` given the Engine), never in the turn's
+of its own (:func:`dbmemory.items.usage.mark_items_used` given the Engine), never in the turn's
 transaction: it holds no lock there.
 """
 
