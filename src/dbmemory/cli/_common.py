@@ -422,8 +422,12 @@ def _refuse_missing_sqlite_file(engine: Engine) -> None:
 
     database = missing_sqlite_file(engine)
     if database is not None:
+        import os
+
+        folder = os.path.dirname(database)
+        hint = "" if not folder or os.path.isdir(folder) else " and that its folder exists"
         raise NotFoundError(
-            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL); "
+            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL){hint}; "
             "'dbmemory db upgrade' creates one (this command only reads, so it created nothing)"
         )
 
