@@ -420,14 +420,14 @@ def _refuse_missing_sqlite_file(engine: Engine) -> None:
     """
     from dbmemory.errors import NotFoundError
 
-    database = missing_sqlite_file(engine)
-    if database is not None:
-        import os
+    import os
 
-        folder = os.path.dirname(database)
-        hint = "" if not folder or os.path.isdir(folder) else " and that its folder exists"
+    database = missing_sqlite_file(engine)
+    # a missing folder: SQLite cannot create the file there, and the driver's own error is
+    # translated with its remedy ("check that its folder exists")
+    if database is not None and os.path.isdir(os.path.dirname(database) or "."):
         raise NotFoundError(
-            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL){hint}; "
+            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL); "
             "'dbmemory db upgrade' creates one (this command only reads, so it created nothing)"
         )
 
