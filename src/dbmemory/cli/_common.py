@@ -420,8 +420,12 @@ def _refuse_missing_sqlite_file(engine: Engine) -> None:
     """
     from dbmemory.errors import NotFoundError
 
+    import os
+
     database = missing_sqlite_file(engine)
-    if database is not None:
+    # a missing folder: SQLite cannot create the file there, and the driver's own error is
+    # translated with its remedy ("check that its folder exists")
+    if database is not None and os.path.isdir(os.path.dirname(database) or "."):
         raise NotFoundError(
             f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL); "
             "'dbmemory db upgrade' creates one (this command only reads, so it created nothing)"
