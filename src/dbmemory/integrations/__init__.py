@@ -3,7 +3,8 @@
 - :mod:`dbmemory.integrations.mcp_server`: the MEMORY tool (and the user's profile, read-only)
   over MCP stdio with the official ``mcp`` SDK (extra ``mcp``); ``dbmemory mcp``.
 - :mod:`dbmemory.integrations.anthropic_tool`: ``DbMemoryTool``, the Anthropic SDK's abstract
-  memory tool backed by dbmemory (extra ``anthropic``).
+  memory tool backed by dbmemory, answering as the SDK's file-system tool does byte for byte
+  (extra ``anthropic``); its texts are rebuilt by :mod:`dbmemory.integrations.anthropic_texts`.
 - :mod:`dbmemory.integrations.langgraph`: ``DbMemoryStore``, LangGraph's ``BaseStore`` (long-term
   memory of a graph) on dbmemory's stores (extra ``langgraph``).
 
