@@ -45,12 +45,16 @@ RETRY_WORDS = ("retry",)
 
 def _committed(engine: Engine, key: str) -> dict[str, str]:
     with engine.connect() as c:
-        c.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")
-        rows = c.execute(
-            sa.select(files.c.file_path, files.c.body)
-            .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
-            .where(stores.c.store_key == key)
-        ).all()
+        c.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")  # see every node's commits
+        try:
+            rows = c.execute(
+                sa.select(files.c.file_path, files.c.body)
+                .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+                .where(stores.c.store_key == key)
+            ).all()
+        finally:
+            c.rollback()
+            c.exec_driver_sql("SET SESSION wsrep_sync_wait = 0")
     return {path: text or "" for path, text in rows}
 
 
@@ -278,8 +282,7 @@ def test_expiry_on_one_node_while_writers_use_the_others_deletes_nothing_live(
     state = _committed(first, "agent:GAL")
     for path in live:  # every file created meanwhile is there
         assert path in state, path
-    with first.connect() as c:
-        c.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")
+    with galera_engines[1].connect() as c:  # wsrep_sync_wait = 1 on nodes 2 and 3
         gone = c.execute(
             sa.select(audit_events.c.file_path).where(audit_events.c.action_name == "expire")
         ).scalars().all()
