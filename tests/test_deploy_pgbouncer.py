@@ -104,7 +104,28 @@ def _lock_timeout(c: sa.Connection) -> str:
     return str(c.exec_driver_sql("SHOW lock_timeout").scalar())
 
 
-def test_lock_timeout_is_per_transaction_and_leaves_no_session_state(bouncer_url: URL) -> None:
+@pytest.fixture
+def fresh_bouncer_url(bouncer_url: URL) -> Iterator[URL]:
+    """A new database through PgBouncer: a pool of its own, whose server connections no other
+    test's client (an engine made from the URL without ``transaction_pooling``, which sets
+    ``lock_timeout`` per session) has used. Dropped afterwards."""
+    import secrets
+
+    base = deploy_urls("pgbouncer")[0]
+    name = f"dbmt_pgb_{secrets.token_hex(4)}"
+    admin = sa.create_engine(base, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield base.set(database=name)
+    finally:
+        with admin.connect() as c:
+            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def test_lock_timeout_is_per_transaction_and_leaves_no_session_state(fresh_bouncer_url: URL) -> None:
+    bouncer_url = fresh_bouncer_url
     eng = create_engine(bouncer_url, transaction_pooling=True, lock_timeout_ms=1234)
     raw = sa.create_engine(bouncer_url, poolclass=NullPool)
     try:
@@ -144,9 +165,10 @@ def _lock_timeout_raw(conn: sa.Connection) -> str:
         cursor.close()
 
 
-def test_a_plain_session_setting_would_leak_to_other_clients(bouncer_url: URL) -> None:
+def test_a_plain_session_setting_would_leak_to_other_clients(fresh_bouncer_url: URL) -> None:
     """Why per-transaction settings matter: the session SET dbmemory makes on a direct
     connection stays on PgBouncer's server connection for the next client."""
+    bouncer_url = fresh_bouncer_url
     eng = create_engine(bouncer_url, transaction_pooling=False, lock_timeout_ms=4321, poolclass=NullPool)
     raw = sa.create_engine(bouncer_url, poolclass=NullPool)
     try:

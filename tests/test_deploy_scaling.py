@@ -134,9 +134,9 @@ def _filters_by_store(stmt: Any) -> bool:
 def _inserts_store(stmt: Any) -> bool:
     if not isinstance(stmt, sa.Insert):
         return False
-    compiled = stmt.compile()
-    return any(name in compiled.params or f"{name}" in str(compiled) for name in STORE_COLUMNS) and (
-        stmt.table.name in ("dbm_stores", "dbm_files", "dbm_audit_events")
+    compiled = stmt.compile()  # the values given to .values(): store_id / store_key among them
+    return stmt.table.name in ("dbm_stores", "dbm_files", "dbm_audit_events") and any(
+        compiled.params.get(name) is not None for name in STORE_COLUMNS
     )
 
 
