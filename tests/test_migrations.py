@@ -130,6 +130,9 @@ def _same_kind(
     )
 
 
+# ix_dbm_files_prefix (revision 0004) is an expression index, which SQLAlchemy does not reflect
+# on SQLite and PostgreSQL (tests/test_store_counters.py checks that it is there and used)
+@pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 @pytest.mark.parametrize("table_name", sorted(TABLES))
 def test_migrated_table_matches_schema_metadata(engine: Engine, table_name: str) -> None:
     inspector = sa.inspect(engine)
@@ -158,7 +161,7 @@ def test_migrated_table_matches_schema_metadata(engine: Engine, table_name: str)
             assert tuple(c.name for c in constraint.columns) in uniques
 
     indexes = {
-        i["name"].lower(): [c.lower() for c in i["column_names"]]
+        i["name"].lower(): [c.lower() for c in i["column_names"] if c is not None]
         for i in inspector.get_indexes(table_name)
     }
     for index in table.indexes:

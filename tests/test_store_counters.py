@@ -246,3 +246,28 @@ def test_the_sql_expiry_procedure_moves_the_counters(server_engine: Engine, serv
             sa.select(stores.c.file_count, stores.c.total_chars).where(stores.c.store_key == "agent:PROC")
         ).one()
     assert tuple(row) == (4, 1 + 3 + 4 + 6)
+
+
+def test_the_indexed_directory_check_is_exact(conn: Connection) -> None:
+    """The range probe of ``ix_dbm_files_prefix`` (``[<dir>/, <dir>0)`` in binary order) finds
+    exactly the files under a directory: names that sort next to it (``a.md``, ``a-b``,
+    ``a0``, ``a/`` siblings, upper case, non-ASCII) are not inside it; a directory longer than
+    the index key (600 characters) takes the scan form and is still refused."""
+    enable_for_agent(conn, "SHAPE")
+    tool = MemoryTool(conn, "SHAPE")
+
+    def create(path: str) -> str:
+        return tool.execute({"command": "create", "path": path, "file_text": "x"})
+
+    assert "created" in create("/memories/a/inner.md")
+    for sibling in ("/memories/a.md", "/memories/a-b", "/memories/a0", "/memories/A", "/memories/aé", "/memories/a b"):
+        assert "created" in create(sibling), sibling
+    out = create("/memories/a")
+    assert out.startswith("Error") and "directory" in out, out
+    deep = "/memories/" + "d" * 650
+    assert "created" in create(deep + "/leaf.md")
+    out = create(deep)
+    assert out.startswith("Error") and "directory" in out, out
+    out = create(deep + "/leaf.md/under.md")
+    assert out.startswith("Error"), out
+    conn.rollback()

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
-from dbmemory.db.dialect import UtcDateTime
+from dbmemory.db.dialect import PATH_KEY_CHARS, PathKey, UtcDateTime
 from dbmemory.db.schema import EXPIRY_LOCK, agents, audit_events, file_reads, files, job_locks, stores
 
 __all__ = [
@@ -67,6 +67,8 @@ __all__ = [
     "write_facts",
     "INSERT_FILE_IF_FREE",
     "INSERT_FILE_IF_FREE_TOP",
+    "INSERT_FILE_IF_FREE_SCAN",
+    "INSERT_FILE_IF_FREE_SCAN_TOP",
     "insert_file_if_free_params",
     "INSERT_FILE",
     "insert_file_params",
@@ -430,23 +432,46 @@ _NEW_FILE_VALUES = {
 }
 
 
-def _insert_file_if_free(with_ancestors: bool) -> sa.Insert:
-    taken = files.alias("f_taken")
-    values = sa.select(*(v.label(k) if not isinstance(v, BindParameter) else v for k, v in _NEW_FILE_VALUES.items())).where(
-        ~sa.exists().where(*_taken(taken, with_ancestors))
+def _insert_file_if_free(with_ancestors: bool, ranged: bool) -> sa.Insert:
+    by_hash, under = files.alias("f_same"), files.alias("f_under")
+    same: ColumnElement[bool] = by_hash.c.path_hash == _bp("p_ph")
+    if with_ancestors:
+        same = sa.or_(same, by_hash.c.path_hash.in_(_bp("p_anc", expanding=True)))
+    inside = [
+        under.c.store_id == _bp("p_sid"),
+        sa.func.substr(under.c.file_path, 1, _bp("p_plen", type_=sa.Integer()))
+        == _bp("p_prefix", type_=sa.String()),
+    ]
+    if ranged:  # an index range probe of ix_dbm_files_prefix (revision 0004)
+        key = PathKey(under.c.file_path)
+        inside += [key >= _bp("p_lo", type_=sa.String()), key < _bp("p_hi", type_=sa.String())]
+    values = sa.select(
+        *(v.label(k) if not isinstance(v, BindParameter) else v for k, v in _NEW_FILE_VALUES.items())
+    ).where(
+        ~sa.exists().where(by_hash.c.store_id == _bp("p_sid"), same),
+        ~sa.exists().where(*inside),
     )
     return sa.insert(files).from_select(list(_NEW_FILE_VALUES), values)
 
 
-INSERT_FILE_IF_FREE = _insert_file_if_free(True)
-"""Insert a new file (version 1) only if its path is free: no file at the path, none where an
-ancestor directory must be, none under it (:func:`_taken`). Runs under the store lock, after
+INSERT_FILE_IF_FREE = _insert_file_if_free(True, True)
+"""Insert a new file (version 1) only if its path is free: no file at the path or where one of
+its ancestor directories must be (``path_hash``, the unique index), none under it (an index
+range probe of ``ix_dbm_files_prefix``, :class:`dbmemory.db.dialect.PathKey`, then the exact
+``SUBSTR`` test): O(log n) in the store's size, no scan. Runs under the store lock, after
 :data:`CLAIM_FILE_SLOT`, so its ``NOT EXISTS`` reads what the previous writer committed.
 Rowcount 1: created; 0: the path is taken (the caller reads the facts to say how).
 Parameters: :func:`insert_file_if_free_params`."""
 
-INSERT_FILE_IF_FREE_TOP = _insert_file_if_free(False)
+INSERT_FILE_IF_FREE_TOP = _insert_file_if_free(False, True)
 """:data:`INSERT_FILE_IF_FREE` for a path directly under the root (no ancestors)."""
+
+INSERT_FILE_IF_FREE_SCAN = _insert_file_if_free(True, False)
+""":data:`INSERT_FILE_IF_FREE` without the range probe: for a path whose directory prefix is
+longer than the index key (:data:`dbmemory.db.dialect.PATH_KEY_CHARS`)."""
+
+INSERT_FILE_IF_FREE_SCAN_TOP = _insert_file_if_free(False, False)
+""":data:`INSERT_FILE_IF_FREE_SCAN` for a path directly under the root."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -476,10 +501,15 @@ def insert_file_if_free_params(
         "p_now": now,
         **prefix_params(path),
     }
+    prefix = params["p_prefix"]
+    ranged = len(prefix) <= PATH_KEY_CHARS
+    if ranged:
+        params["p_lo"] = prefix
+        params["p_hi"] = prefix[:-1] + "0"  # the first string after every "<dir>/..." ('/' + 1)
     if ancestor_hashes:
         params["p_anc"] = list(ancestor_hashes)
-        return INSERT_FILE_IF_FREE, params
-    return INSERT_FILE_IF_FREE_TOP, params
+        return (INSERT_FILE_IF_FREE if ranged else INSERT_FILE_IF_FREE_SCAN), params
+    return (INSERT_FILE_IF_FREE_TOP if ranged else INSERT_FILE_IF_FREE_SCAN_TOP), params
 
 
 INSERT_FILE = sa.insert(files)
@@ -1084,6 +1114,7 @@ def example_statements() -> dict[str, Executable]:
             **insert_file_if_free_params(1, "/memories/a/b.md", h, [h], "x" * 50, now)[1],
         ),
         "insert_file_if_free_top": INSERT_FILE_IF_FREE_TOP,
+        "insert_file_if_free_scan_top": INSERT_FILE_IF_FREE_SCAN_TOP,
         "insert_file": INSERT_FILE.values(
             **insert_file_params(1, "/memories/a.md", h, "x" * 5000, now)
         ),

@@ -3,6 +3,11 @@
 Revision ID: 0004
 Revises: 0003
 
+``dbm_files`` gains the index ``ix_dbm_files_prefix`` on ``(store_id, <the first 600
+characters of file_path in binary order>)`` (DDL per backend:
+:func:`dbmemory.db.dialect.path_prefix_index_ddl`; an expression index, so it is not in
+``dbmemory.db.schema``): "is anything under this directory?" becomes an index range probe.
+
 ``dbm_stores`` gains ``file_count`` and ``total_chars`` (both ``NOT NULL``, default 0),
 backfilled here from ``dbm_files``. Every writer of a store changes them under the store-row
 lock it already holds (the file API, the expiry in Python and in the generated SQL jobs), so
@@ -22,7 +27,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import oracle_object_exists
+from dbmemory.db.dialect import oracle_object_exists, path_prefix_index_ddl
 
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"
@@ -48,7 +53,8 @@ def _missing(name: str) -> bool:
 
 
 def upgrade() -> None:
-    """Add ``file_count`` and ``total_chars`` to ``dbm_stores`` and fill them in."""
+    """Add ``file_count`` and ``total_chars`` to ``dbm_stores`` and fill them in; add the
+    prefix index ``ix_dbm_files_prefix``."""
     if _missing("file_count"):
         op.add_column(
             "dbm_stores",
@@ -71,6 +77,9 @@ def upgrade() -> None:
                 comment="characters in the store, kept by every writer under the store lock",
             ),
         )
+    bind = None if op.get_context().as_sql else op.get_bind()
+    if not oracle_object_exists(bind, "index", "ix_dbm_files_prefix"):
+        op.execute(path_prefix_index_ddl(op.get_context().dialect.name))
     mine = _files.c.store_id == _stores.c.store_id
     op.execute(
         sa.update(_stores).values(
@@ -83,6 +92,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the counters."""
+    """Drop the prefix index and the counters."""
+    if op.get_context().dialect.name in ("mysql", "mariadb"):
+        op.execute("DROP INDEX ix_dbm_files_prefix ON dbm_files")
+    else:
+        op.execute("DROP INDEX ix_dbm_files_prefix")
     for column in ("total_chars", "file_count"):
         op.drop_column("dbm_stores", column)
