@@ -1,4 +1,4 @@
-"""Prometheus metrics of the MEMORY tool and of expiry (issue 13, "The operator's view").
+"""Prometheus metrics of the MEMORY tool and of expiry.
 
 Registered on the **same registry as the profile's metrics**
 (:func:`dbmemory.profile.metrics.default_metrics`), so one scrape of

@@ -19,6 +19,7 @@ from dbmemory.cli._common import (
     EXIT_CODES_HELP,
     JsonOption,
     UrlOption,
+    plural,
     print_json,
     print_table,
     transaction,
@@ -251,9 +252,12 @@ def users_export(
     ] = None,
     org: OrgOption = "default",
     url: UrlOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Export everything held about a user as JSON: profile, items, user and context stores,
     switches, audit events (a data-subject access request). The export itself is audited.
+    The export is always JSON; with --json, errors and the --output summary are JSON too. A
+    file given with --output is created readable by its owner only (mode 0600).
 
     Example:
 
@@ -267,9 +271,17 @@ def users_export(
     text = json.dumps(to_jsonable(data), indent=2, ensure_ascii=False, default=str)
     if output is None:
         typer.echo(text)
+        return
+    import os
+
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+    items = len(data["items"])
+    if as_json:
+        print_json({"output": str(output), "items": items})
     else:
-        output.write_text(text + "\n", encoding="utf-8")
-        typer.echo(f"Wrote {output} ({len(data['items'])} items, {len(data['stores']) + len(data['profile'])} stores)")
+        typer.echo(f"Wrote {output} ({plural(items, 'item')})")
 
 
 @users_app.command("forget")

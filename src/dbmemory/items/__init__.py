@@ -1,5 +1,5 @@
 """Memory items, organisation settings, organisation memory, the memory switch and the audit
-trail (issue 9, data layer).
+trail: the data layer.
 
 Contract (every function takes the caller's ``Connection`` first, joins its transaction, never
 commits; validates before SQL; raises :class:`~dbmemory.errors.DbMemoryError` subclasses with

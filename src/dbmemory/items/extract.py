@@ -1,4 +1,4 @@
-"""Auto extraction of memory items after a turn (issue 9, "Auto extraction").
+"""Auto extraction of memory items after a turn.
 
 :func:`extract_items` runs in the post-processing, after the profile consolidation, in short
 transactions of its own (none is open during a model call). Steps:

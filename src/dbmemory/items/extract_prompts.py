@@ -1,4 +1,4 @@
-"""Prompts and answer parsing of the item extraction (issue 9, "Auto extraction").
+"""Prompts and answer parsing of the item extraction.
 
 Three model steps, each with its own first system-prompt line (:data:`PURPOSE_HEADERS`, so fakes
 and the scripted stand-in can switch on it):

@@ -1,4 +1,4 @@
-"""The system-prompt blocks of organisation memory and memory items (issue 9, "Selection").
+"""The system-prompt blocks of organisation memory and memory items.
 
 Injection order (:func:`memory_sections`): the organisation memory, then the user's profile
 ("What I know about you", :func:`dbmemory.profile.load.memory_prompt_section`), then the selected

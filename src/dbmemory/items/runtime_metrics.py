@@ -1,4 +1,4 @@
-"""Prometheus metrics of item extraction, the profile summary fold and selection (issue 9).
+"""Prometheus metrics of item extraction, the profile summary fold and selection.
 
 Registered on the profile's registry (:func:`dbmemory.profile.metrics.default_metrics`, or the
 registry of the :class:`~dbmemory.profile.metrics.ProfileMetrics` passed), namespace

@@ -1,4 +1,4 @@
-"""Which memory items a turn injects (issue 9, "Selection at answer time").
+"""Which memory items a turn injects.
 
 :func:`select_items` is pure (no database): given the user's live items and the current question
 it returns a :class:`Selection`:

@@ -1,4 +1,4 @@
-"""The profile summary: memory items folded into the user's one profile (issue 9).
+"""The profile summary: memory items folded into the user's one profile.
 
 When ``items per profile summary`` (default 10) live items were added or changed since the last
 fold (the ``summary`` mark in ``dbm_item_marks``), :func:`fold_items` hands them to the profile's

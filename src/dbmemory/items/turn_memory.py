@@ -1,4 +1,4 @@
-"""What a turn loads and injects besides the profile: organisation memory and items (issue 9).
+"""What a turn loads and injects besides the profile: organisation memory and items.
 
 :func:`load_turn_items` runs in one database step of the turn (its short transaction, or the
 caller's): the memory switch, the organisation's settings, its organisation memory and the user's
