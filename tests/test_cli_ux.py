@@ -241,7 +241,7 @@ def test_mcp_without_the_mcp_extra_names_the_pip_command(url: str, monkeypatch: 
     assert result.exit_code == 1
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
-    assert "pip install 'dbmemory[mcp]'" in line and "unexpected" not in line
+    assert "pip install -e '.[mcp]'" in line and "unexpected" not in line
 
 
 def test_chat_without_the_profile_extra_says_so_before_the_first_turn(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,7 +250,7 @@ def test_chat_without_the_profile_extra_says_so_before_the_first_turn(url: str, 
         monkeypatch.delitem(sys.modules, name)
     result = invoke("chat", "--agent", "SUPPORT", "--user", "u-1", "--url", url, input="hello\n/quit\n")
     assert result.exit_code == 1
-    assert "pip install 'dbmemory[profile]'" in result.stderr
+    assert "pip install -e '.[profile]'" in result.stderr
     assert "you>" not in result.stdout
 
 

@@ -399,7 +399,7 @@ def test_missing_driver_names_the_extra_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(MissingDependencyError) as info:
         create_engine("mysql://root:secret@127.0.0.1/test")
-    assert "dbmemory[mysql]" in str(info.value)
+    assert "[mysql]" in str(info.value)
     assert "secret" not in str(info.value)
     assert info.value.code == "missing_dependency"
 

@@ -10,6 +10,7 @@ are translated once, in :func:`dbmemory.db.dialect.translate_db_error`, with ``r
 from __future__ import annotations
 
 __all__ = [
+    "extra_hint",
     "DbMemoryError",
     "NotFoundError",
     "InvalidArgumentError",
@@ -111,9 +112,16 @@ class AlreadyExistsError(InvalidArgumentError):
 
 class MissingDependencyError(DbMemoryError, ImportError):
     """An optional dependency is not installed (code ``missing_dependency``); the message
-    names the extra to install, e.g. ``pip install 'dbmemory[llm]'``."""
+    names the extra to install and the pip command (:func:`extra_hint`)."""
 
     code = "missing_dependency"
+
+
+def extra_hint(extra: str) -> str:
+    """The pip command that installs dbmemory's optional extra ``extra``, e.g. for ``"llm"``:
+    ``pip install -e '.[llm]' in a clone of dbmemory (or pip install 'WHEEL[llm]')``. dbmemory is
+    not published on PyPI yet, so ``pip install 'dbmemory[llm]'`` would not find it."""
+    return f"pip install -e '.[{extra}]' in a clone of dbmemory (or pip install 'WHEEL[{extra}]')"
 
 
 class StorageError(DbMemoryError):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbmemory.errors import MissingDependencyError, ModelError
+from dbmemory.errors import MissingDependencyError, ModelError, extra_hint
 
 __all__ = [
     "Usage",
@@ -43,7 +43,7 @@ __all__ = [
     "CLI_STAND_IN",
 ]
 
-LLM_EXTRA_HINT = "pip install 'dbmemory[llm]'"
+LLM_EXTRA_HINT = extra_hint("llm")
 """What to install when litellm is missing."""
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.pool import StaticPool
 
 from dbmemory.db import dialect
 from dbmemory.db.dialect import configure_engine
-from dbmemory.errors import InvalidArgumentError, MissingDependencyError
+from dbmemory.errors import InvalidArgumentError, MissingDependencyError, extra_hint
 
 __all__ = ["create_engine", "normalize_url", "redact_url"]
 
@@ -218,7 +218,7 @@ def create_engine(
     except ImportError as exc:
         extra, display = _EXTRAS.get(backend, (None, backend))
         remedy = (
-            f"pip install 'dbmemory[{extra}]'"
+            extra_hint(extra)
             if extra
             else f"install the DB-API driver for {parsed.drivername}"
         )

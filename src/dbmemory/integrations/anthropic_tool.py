@@ -76,6 +76,7 @@ from dbmemory.errors import (
     InvalidPathError,
     MissingDependencyError,
     NotFoundError,
+    extra_hint,
 )
 from dbmemory.integrations import anthropic_texts as texts
 from dbmemory.model import FileRecord
@@ -86,7 +87,7 @@ try:
     from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
-        "the Anthropic memory-tool adapter needs the anthropic package: pip install 'dbmemory[anthropic]'"
+        "the Anthropic memory-tool adapter needs the anthropic package: " + extra_hint("anthropic")
     ) from exc
 
 __all__ = ["DbMemoryTool", "AsyncDbMemoryTool"]

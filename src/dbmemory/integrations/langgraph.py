@@ -85,7 +85,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
-from dbmemory.errors import CapExceededError, InvalidArgumentError, MissingDependencyError, NotFoundError
+from dbmemory.errors import CapExceededError, InvalidArgumentError, MissingDependencyError, NotFoundError, extra_hint
 
 try:
     from langgraph.store.base import (
@@ -103,7 +103,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
-        "the LangGraph store needs the langgraph package: pip install 'dbmemory[langgraph]'"
+        "the LangGraph store needs the langgraph package: " + extra_hint("langgraph")
     ) from exc
 
 from dbmemory import statements as st
@@ -583,7 +583,7 @@ def _bm25_scores(query: str, texts: list[str]) -> list[float]:
         import bm25s
     except ImportError as exc:
         raise MissingDependencyError(
-            "ranking a LangGraph search by its query needs bm25s: pip install 'dbmemory[langgraph]'"
+            "ranking a LangGraph search by its query needs bm25s: " + extra_hint("langgraph")
         ) from exc
     corpus = bm25s.tokenize(texts, stopwords=None, show_progress=False, return_ids=False)
     vocabulary = {token for tokens in corpus for token in tokens}

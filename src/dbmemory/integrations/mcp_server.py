@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dbmemory.errors import DbMemoryError, InvalidArgumentError, MissingDependencyError
+from dbmemory.errors import DbMemoryError, InvalidArgumentError, MissingDependencyError, extra_hint
 
 __all__ = [
     "SERVER_NAME",
@@ -56,7 +56,7 @@ SERVER_NAME = "dbmemory"
 PROFILE_URI_PREFIX = "dbmemory://profile/"
 """URI prefix of the profile resource; the user id follows, encoded as in store keys."""
 
-MCP_EXTRA_HINT = "pip install 'dbmemory[mcp]'"
+MCP_EXTRA_HINT = extra_hint("mcp")
 
 
 def _import_mcp() -> tuple[Any, Any]:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dbmemory.errors import InvalidArgumentError, MissingDependencyError
+from dbmemory.errors import InvalidArgumentError, MissingDependencyError, extra_hint
 
 __all__ = [
     "DEFAULT_SELECTION_THRESHOLD",
@@ -54,7 +54,7 @@ DEFAULT_SELECTION_THRESHOLD = 20
 DEFAULT_TOP_K = 10
 """Items injected when the user has ``threshold`` or more."""
 
-ITEMS_EXTRA_HINT = "pip install 'dbmemory[items]'"
+ITEMS_EXTRA_HINT = extra_hint("items")
 """What to install when ``bm25s`` is missing."""
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

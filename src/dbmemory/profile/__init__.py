@@ -28,11 +28,11 @@ try:  # the profile extra: pip install 'dbmemory[profile]'
     import stdnum as _stdnum  # noqa: F401
     import yaml as _yaml  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    from dbmemory.errors import MissingDependencyError
+    from dbmemory.errors import MissingDependencyError, extra_hint
 
     raise MissingDependencyError(
         f"user profiles need {_exc.name or 'a library'} (pyyaml, python-stdnum, "
-        "prometheus-client): pip install 'dbmemory[profile]'"
+        "prometheus-client): " + extra_hint("profile")
     ) from _exc
 
 from dbmemory.profile.budget import TRUNCATION_MARKER, FitResult, fit_profile, hard_truncate
