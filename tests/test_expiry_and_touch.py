@@ -486,7 +486,9 @@ def _python(code: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def _url(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=False)
+    from dbmemory.db.engine import engine_url
+
+    return engine_url(engine, hide_password=False)  # keeps PgBouncer's transaction pooling
 
 
 def test_a_read_followed_at_once_by_an_expiry_in_another_process_keeps_the_file(

@@ -22,7 +22,7 @@ from dbmemory.db import dialect
 from dbmemory.db.dialect import configure_engine
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError, extra_hint
 
-__all__ = ["create_engine", "normalize_url", "redact_url"]
+__all__ = ["create_engine", "engine_url", "normalize_url", "redact_url"]
 
 _DEFAULT_DRIVERS: dict[str, str] = {
     "postgresql": "postgresql+psycopg",
@@ -119,6 +119,25 @@ def _pop_pooling(url: URL) -> tuple[URL, bool | None]:
             f"{POOLING_QUERY_KEY} in the URL must be true or false, got {value!r}"
         )
     return url.difference_update_query([POOLING_QUERY_KEY]), str(value).strip().lower() in _TRUE
+
+
+def engine_url(engine: Engine, *, hide_password: bool = True) -> str:
+    """The URL that makes another :func:`create_engine` (another process, ``dbmemory ... --url``)
+    connect as ``engine`` does: ``engine.url`` plus ``?dbmemory_transaction_pooling=true`` when
+    the engine was made for a transaction-mode pooler (that option is taken out of
+    ``engine.url`` before the driver sees it, so ``str(engine.url)`` would lose it).
+
+    Args:
+        engine: an engine made by :func:`create_engine`.
+        hide_password: render the password as ``***`` (default) or in clear.
+
+    Returns:
+        The URL as text.
+    """
+    url = engine.url
+    if dialect.transaction_pooling(engine):
+        url = url.update_query_dict({POOLING_QUERY_KEY: "true"})
+    return url.render_as_string(hide_password=hide_password)
 
 
 def create_engine(
