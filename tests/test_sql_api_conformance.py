@@ -63,6 +63,31 @@ def api(server_engine: Engine, server_name: str) -> SqlApi:
     return SqlApi(server_name)
 
 
+def _counter_drift(engine: Engine) -> list[tuple[Any, ...]]:
+    """Stores whose counters (``file_count``, ``total_chars``, revision 0004) differ from
+    ``COUNT(*)`` / ``SUM(char_count)`` of their files: ``(store_id, counters, actual)``."""
+    with engine.connect() as c:
+        rows = c.execute(sa.text(
+            "SELECT s.store_id, s.file_count, s.total_chars, COUNT(f.file_id),"
+            " COALESCE(SUM(f.char_count), 0) FROM dbm_stores s"
+            " LEFT JOIN dbm_files f ON f.store_id = s.store_id"
+            " GROUP BY s.store_id, s.file_count, s.total_chars")).all()
+    return [(r[0], (int(r[1]), int(r[2])), (int(r[3]), int(r[4])))
+            for r in rows if (int(r[1]), int(r[2])) != (int(r[3]), int(r[4]))]
+
+
+@pytest.fixture(autouse=True)
+def _counters_stay_exact(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every case that ran on a server (SQL and Python writers, races included), each
+    store row's counters equal COUNT(*) / SUM(char_count) of its files."""
+    if "server_engine" not in request.fixturenames:
+        yield
+        return
+    engine = request.getfixturevalue("server_engine")  # set up first, so torn down after
+    yield
+    assert _counter_drift(engine) == []
+
+
 class ApiError(Exception):
     """A documented error of the SQL API, by its code."""
 
