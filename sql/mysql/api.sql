@@ -184,31 +184,29 @@ BEGIN
 END//
 
 CREATE PROCEDURE dbm_memory__check_caps(
-    IN p_store_id BIGINT, IN p_path LONGTEXT CHARACTER SET utf8mb4, IN p_max_file_chars INT, IN p_max_files INT,
-    IN p_max_store_chars BIGINT, IN p_new_chars BIGINT, IN p_old_chars BIGINT)
+    IN p_path LONGTEXT CHARACTER SET utf8mb4, IN p_max_file_chars INT, IN p_max_files INT,
+    IN p_max_store_chars BIGINT, IN p_file_count BIGINT, IN p_total_chars BIGINT,
+    IN p_new_chars BIGINT, IN p_old_chars BIGINT)
     READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_count BIGINT;
-    DECLARE v_total BIGINT;
-    DECLARE v_grow BIGINT DEFAULT p_new_chars - COALESCE(p_old_chars, 0);
+    -- p_old_chars NULL: a new file (one file more); the counters are the locked row's
+    DECLARE v_add_files INT DEFAULT IF(p_old_chars IS NULL, 1, 0);
+    DECLARE v_add_chars BIGINT DEFAULT p_new_chars - COALESCE(p_old_chars, 0);
     IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
         CALL dbm_memory__fail('cap_exceeded', CONCAT('file text would be ', p_new_chars,
             ' characters, over the cap max_file_chars = ', p_max_file_chars,
             ': keep files small - split it, or merge and delete old content'));
     END IF;
-    IF p_old_chars IS NULL OR (p_max_store_chars IS NOT NULL AND v_grow > 0) THEN
-        SELECT COUNT(*), COALESCE(SUM(char_count), 0) INTO v_count, v_total
-          FROM dbm_files WHERE store_id = p_store_id LOCK IN SHARE MODE;
-        IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
-            CALL dbm_memory__fail('cap_exceeded', CONCAT('cannot create ', p_path, ': the store already holds ',
-                v_count, ' files and the cap max_files is ', p_max_files,
-                ': merge related files or delete ones you no longer need, then retry'));
-        END IF;
-        IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
-            CALL dbm_memory__fail('cap_exceeded', CONCAT('writing ', p_path, ' would bring the store to ',
-                v_total + v_grow, ' characters, over the cap max_store_chars = ', p_max_store_chars,
-                ': condense or delete old files, then retry'));
-        END IF;
+    IF v_add_files > 0 AND p_file_count + v_add_files > p_max_files THEN
+        CALL dbm_memory__fail('cap_exceeded', CONCAT('cannot create ', p_path, ': the store already holds ',
+            p_file_count, ' files and the cap max_files is ', p_max_files,
+            ': merge related files or delete ones you no longer need, then retry'));
+    END IF;
+    IF p_max_store_chars IS NOT NULL AND v_add_chars > 0
+       AND p_total_chars + v_add_chars > p_max_store_chars THEN
+        CALL dbm_memory__fail('cap_exceeded', CONCAT('writing ', p_path, ' would bring the store to ',
+            p_total_chars + v_add_chars, ' characters, over the cap max_store_chars = ', p_max_store_chars,
+            ': condense or delete old files, then retry'));
     END IF;
 END//
 
@@ -216,7 +214,11 @@ CREATE PROCEDURE dbm_memory__store_row_update(
     IN p_store_id BIGINT, IN p_add_files BIGINT, IN p_add_chars BIGINT, IN p_now DATETIME(6))
     MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-    -- nothing on MySQL/MariaDB today (dbmemory.db.dialect.store_bump)
+    -- dbmemory.statements.ADJUST_STORE, under the store lock the writer holds
+    UPDATE dbm_stores
+       SET file_count = file_count + p_add_files, total_chars = total_chars + p_add_chars,
+           updated_at = p_now
+     WHERE store_id = p_store_id;
 END//
 
 CREATE FUNCTION dbm_memory__store_key(
@@ -316,13 +318,13 @@ BEGIN
         -- a no-op update on a duplicate (dbmemory.db.dialect.insert_store_statement)
         INSERT INTO dbm_stores
             (store_key, scope_name, agent_code, store_code, created_at, updated_at,
-             max_file_chars, max_files, max_store_chars)
+             max_file_chars, max_files, max_store_chars, file_count, total_chars)
         VALUES (v_key, p_scope,
                 IF(p_scope IN ('agent', 'user', 'session')
                    OR (p_scope = 'context' AND p_store_code IS NULL), p_agent_code, NULL),
                 IF(p_scope IN ('shared', 'context'), p_store_code, NULL),
                 v_now, v_now, COALESCE(v_fc, 100000),
-                COALESCE(v_nf, 1000), v_sc)
+                COALESCE(v_nf, 1000), v_sc, 0, 0)
         ON DUPLICATE KEY UPDATE store_id = store_id;
         SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin
           LOCK IN SHARE MODE;
@@ -368,6 +370,8 @@ BEGIN
     DECLARE v_mfc INT;
     DECLARE v_mf INT;
     DECLARE v_msc BIGINT;
+    DECLARE v_nfiles BIGINT;
+    DECLARE v_nchars BIGINT;
     DECLARE v_hash CHAR(64);
     DECLARE v_fid BIGINT;
     DECLARE v_old BIGINT;
@@ -405,8 +409,9 @@ BEGIN
         END IF;
         RESIGNAL;
     END;
-        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
-        SELECT store_key, max_file_chars, max_files, max_store_chars INTO v_key, v_mfc, v_mf, v_msc FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
+        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows;
+        -- the counters are exact under this lock
+        SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
@@ -414,7 +419,7 @@ BEGIN
           FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
         IF v_fid IS NULL THEN
             IF v_chars > v_mfc THEN
-                CALL dbm_memory__check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+                CALL dbm_memory__check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
             END IF;
             -- dbmemory.store_lock._check_new_file_shape
             SET i = 11;
@@ -430,13 +435,24 @@ BEGIN
                 END IF;
                 SET i = i + 1;
             END WHILE;
-            SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
-           AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
-         LOCK IN SHARE MODE;
+            -- files under p_path/ (it is a directory): the range probe of ix_dbm_files_prefix
+            -- (dbmemory.db.dialect.PathKey: the utf8mb4_bin column) when the prefix fits the key
+            -- (600 characters), then the exact test; the scan form otherwise
+            IF CHAR_LENGTH(p_path) + 1 <= 600 THEN
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND file_path >= CONCAT(p_path, '/') COLLATE utf8mb4_bin
+                   AND file_path < CONCAT(p_path, '0') COLLATE utf8mb4_bin
+                   AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
+                 LOCK IN SHARE MODE;
+            ELSE
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
+                 LOCK IN SHARE MODE;
+            END IF;
             IF v_bad > 0 THEN
                 CALL dbm_memory__fail('invalid_path', CONCAT(p_path, ' is a directory: choose a file path inside it or another name'));
             END IF;
-            CALL dbm_memory__check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+            CALL dbm_memory__check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
             INSERT INTO dbm_files
                 (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
                  created_at, updated_at, last_accessed_at)
@@ -453,7 +469,7 @@ BEGIN
         ELSEIF v_old = v_chars AND CAST(COALESCE(v_body, '') AS BINARY) = CAST(p_text AS BINARY) THEN
             SET p_version = v_ver;  -- unchanged: nothing written, no audit event
         ELSE
-            CALL dbm_memory__check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, v_old);
+            CALL dbm_memory__check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, v_old);
             UPDATE dbm_files
                SET body = NULLIF(p_text, ''), char_count = v_chars, version_no = v_ver + 1,
                    updated_at = v_now, last_accessed_at = v_now
@@ -500,7 +516,8 @@ BEGIN
         END IF;
         RESIGNAL;
     END;
-        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows;
+        -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
@@ -508,9 +525,20 @@ BEGIN
         SELECT file_id, char_count INTO v_fid, v_old FROM dbm_files
          WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256) FOR UPDATE;
         IF v_fid IS NULL THEN
-            SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
-           AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
-         LOCK IN SHARE MODE;
+            -- files under p_path/ (it is a directory): the range probe of ix_dbm_files_prefix
+            -- (dbmemory.db.dialect.PathKey: the utf8mb4_bin column) when the prefix fits the key
+            -- (600 characters), then the exact test; the scan form otherwise
+            IF CHAR_LENGTH(p_path) + 1 <= 600 THEN
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND file_path >= CONCAT(p_path, '/') COLLATE utf8mb4_bin
+                   AND file_path < CONCAT(p_path, '0') COLLATE utf8mb4_bin
+                   AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
+                 LOCK IN SHARE MODE;
+            ELSE
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)
+                 LOCK IN SHARE MODE;
+            END IF;
             IF v_bad > 0 THEN
                 CALL dbm_memory__fail('invalid_path', CONCAT(p_path, ' is a directory, not a file: delete_file deletes one file'));
             END IF;
@@ -553,7 +581,8 @@ BEGIN
         END IF;
         RESIGNAL;
     END;
-        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+        -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows;
+        -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
@@ -790,6 +819,7 @@ BEGIN
     DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
     DECLARE v_cutoff DATETIME(6);
     DECLARE v_batch BIGINT;
+    DECLARE v_gone BIGINT;
     DECLARE v_lock VARCHAR(30);
     DECLARE v_errno INT;
     -- dbmemory.expiry.validate_days (MIN_EXPIRY_DAYS, MAX_EXPIRY_DAYS)
@@ -825,10 +855,19 @@ BEGIN
             file_path VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
             char_count INT NULL
         );
+        CREATE TEMPORARY TABLE IF NOT EXISTS dbm_memory_expire_stores (
+            store_id BIGINT NOT NULL PRIMARY KEY,
+            store_key VARCHAR(700) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+        );
         batch_loop: LOOP
             -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
             SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
             DELETE FROM dbm_memory_expire_batch;
+            DELETE FROM dbm_memory_expire_stores;
+            -- dbmemory.expiry._expire_batch: candidates without a lock, then their store rows
+            -- FOR UPDATE SKIP LOCKED (the writers' lock order: store row first; a store being
+            -- written waits for the next run), the delete with the rule again, the counters
+            -- of each held store moved by what is really gone (statements.ADJUST_STORE)
             INSERT INTO dbm_memory_expire_batch (file_id, store_id, file_path, char_count)
                 SELECT f.file_id, f.store_id, f.file_path, f.char_count
                   FROM dbm_files f
@@ -837,24 +876,38 @@ BEGIN
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
                  ORDER BY f.file_id
-                 LIMIT c_batch_size
-                   FOR UPDATE SKIP LOCKED;
+                 LIMIT c_batch_size;
             SET v_batch = ROW_COUNT();
+            INSERT INTO dbm_memory_expire_stores (store_id, store_key)
+                SELECT s.store_id, s.store_key FROM dbm_stores s
+                 WHERE s.store_id IN (SELECT b.store_id FROM dbm_memory_expire_batch b)
+                 ORDER BY s.store_id
+                   FOR UPDATE SKIP LOCKED;
+            DELETE b FROM dbm_memory_expire_batch b
+              LEFT JOIN dbm_memory_expire_stores h ON h.store_id = b.store_id
+             WHERE h.store_id IS NULL;
             DELETE f FROM dbm_files f JOIN dbm_memory_expire_batch b ON b.file_id = f.file_id
              WHERE f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff);
             DELETE b FROM dbm_memory_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
+            UPDATE dbm_stores s
+              JOIN (SELECT b.store_id, COUNT(*) AS n, SUM(b.char_count) AS chars
+                      FROM dbm_memory_expire_batch b GROUP BY b.store_id) t ON t.store_id = s.store_id
+               SET s.file_count = s.file_count - t.n, s.total_chars = s.total_chars - t.chars,
+                   s.updated_at = v_now;
             INSERT INTO dbm_audit_events
                 (store_id, store_key, file_path, action_name, actor_name,
                  chars_before, chars_after, detail_text, created_at)
-            SELECT b.store_id, s.store_key, b.file_path, 'expire', 'expiry',
+            SELECT b.store_id, h.store_key, b.file_path, 'expire', 'expiry',
                    b.char_count, NULL, NULL, v_now
-              FROM dbm_memory_expire_batch b LEFT JOIN dbm_stores s ON s.store_id = b.store_id
+              FROM dbm_memory_expire_batch b JOIN dbm_memory_expire_stores h ON h.store_id = b.store_id
              ORDER BY b.file_id;
-            SET p_expired = p_expired + ROW_COUNT();
+            SET v_gone = ROW_COUNT();
+            SET p_expired = p_expired + v_gone;
             DELETE fr FROM dbm_file_reads fr JOIN dbm_memory_expire_batch b ON b.file_id = fr.file_id;
-            IF v_batch < c_batch_size THEN
+            -- a batch that deleted nothing would choose the same candidates again
+            IF v_batch < c_batch_size OR v_gone = 0 THEN
                 LEAVE batch_loop;
             END IF;
         END LOOP batch_loop;
@@ -872,6 +925,7 @@ BEGIN
             END IF;
         END LOOP purge_loop;
         DROP TEMPORARY TABLE IF EXISTS dbm_memory_expire_batch;
+        DROP TEMPORARY TABLE IF EXISTS dbm_memory_expire_stores;
     END;
 END//
 
