@@ -223,32 +223,29 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     RETURN NVL(DBMS_LOB.GETLENGTH(p_text), 0);
   END text_chars;
   -- ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps)
-  -- and the store-row update of every write (dbmemory.audit._audit_write: on Oracle the row is
-  -- modified by every write, dbmemory.db.dialect.store_bump == "statement").
-  PROCEDURE check_caps (p_store_id IN NUMBER, p_path IN VARCHAR2, p_max_file_chars IN NUMBER,
+  -- from the locked store row's counters (revision 0004: file_count, total_chars), the
+  -- store-row update of every write (dbmemory.statements.ADJUST_STORE) and the store lock.
+  -- p_old_chars NULL: a new file (one file more).
+  PROCEDURE check_caps (p_path IN VARCHAR2, p_max_file_chars IN NUMBER,
                         p_max_files IN NUMBER, p_max_store_chars IN NUMBER,
+                        p_file_count IN NUMBER, p_total_chars IN NUMBER,
                         p_new_chars IN NUMBER, p_old_chars IN NUMBER) IS
-    v_count NUMBER;
-    v_total NUMBER;
-    v_grow  NUMBER := p_new_chars - NVL(p_old_chars, 0);
+    v_add_files NUMBER := CASE WHEN p_old_chars IS NULL THEN 1 ELSE 0 END;
+    v_add_chars NUMBER := p_new_chars - NVL(p_old_chars, 0);
   BEGIN
     IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
       fail('cap_exceeded', 'file text would be ' || p_new_chars
         || ' characters, over the cap max_file_chars = ' || p_max_file_chars
         || ': keep files small - split it, or merge and delete old content');
     END IF;
-    IF p_old_chars IS NOT NULL AND (p_max_store_chars IS NULL OR v_grow <= 0) THEN
-      RETURN;
-    END IF;
-    SELECT COUNT(*), NVL(SUM(char_count), 0) INTO v_count, v_total
-      FROM dbm_files WHERE store_id = p_store_id;
-    IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
-      fail('cap_exceeded', 'cannot create ' || p_path || ': the store already holds ' || v_count
+    IF v_add_files > 0 AND p_file_count + v_add_files > p_max_files THEN
+      fail('cap_exceeded', 'cannot create ' || p_path || ': the store already holds ' || p_file_count
         || ' files and the cap max_files is ' || p_max_files
         || ': merge related files or delete ones you no longer need, then retry');
     END IF;
-    IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
-      fail('cap_exceeded', 'writing ' || p_path || ' would bring the store to ' || (v_total + v_grow)
+    IF p_max_store_chars IS NOT NULL AND v_add_chars > 0
+       AND p_total_chars + v_add_chars > p_max_store_chars THEN
+      fail('cap_exceeded', 'writing ' || p_path || ' would bring the store to ' || (p_total_chars + v_add_chars)
         || ' characters, over the cap max_store_chars = ' || p_max_store_chars
         || ': condense or delete old files, then retry');
     END IF;
@@ -256,19 +253,49 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
   PROCEDURE store_row_update (p_store_id IN NUMBER, p_add_files IN NUMBER,
                               p_add_chars IN NUMBER, p_now IN TIMESTAMP) IS
   BEGIN
-    UPDATE dbm_stores SET updated_at = p_now WHERE store_id = p_store_id;
+    -- dbmemory.statements.ADJUST_STORE, under the store lock the writer holds
+    UPDATE dbm_stores
+       SET file_count = file_count + p_add_files, total_chars = total_chars + p_add_chars,
+           updated_at = p_now
+     WHERE store_id = p_store_id;
   END store_row_update;
-  -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+  -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows; the
+  -- counters are exact under this lock
   PROCEDURE lock_store (p_store_id IN NUMBER, p_key OUT VARCHAR2, p_mfc OUT NUMBER,
-                        p_mf OUT NUMBER, p_msc OUT NUMBER) IS
+                        p_mf OUT NUMBER, p_msc OUT NUMBER, p_nfiles OUT NUMBER,
+                        p_nchars OUT NUMBER) IS
   BEGIN
-    SELECT store_key, max_file_chars, max_files, max_store_chars
-      INTO p_key, p_mfc, p_mf, p_msc
+    SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
+      INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
   END lock_store;
+  -- 1 when a file lies under p_path/ (it is a directory), else 0: the range probe of
+  -- ix_dbm_files_prefix (dbmemory.db.dialect.PathKey: the column itself on Oracle) when the
+  -- session compares in binary (NLS_COMP = BINARY: '>=' and '<' in code-point order) and the
+  -- prefix fits the key (600 characters), then the exact SUBSTR test; the scan
+  -- form otherwise (an APEX session with NLS_COMP = LINGUISTIC orders linguistically)
+  FUNCTION files_under (p_store_id IN NUMBER, p_path IN VARCHAR2) RETURN NUMBER IS
+    v_comp VARCHAR2(64);
+    v_n    NUMBER;
+  BEGIN
+    SELECT MAX(value) INTO v_comp FROM nls_session_parameters WHERE parameter = 'NLS_COMP';
+    IF NVL(v_comp, 'BINARY') = 'BINARY' AND LENGTH(p_path) + 1 <= 600 THEN
+      SELECT COUNT(*) INTO v_n FROM dbm_files
+       WHERE store_id = p_store_id
+         AND file_path >= p_path || '/' AND file_path < p_path || '0'
+         AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'
+         AND ROWNUM = 1;
+    ELSE
+      SELECT COUNT(*) INTO v_n FROM dbm_files
+       WHERE store_id = p_store_id
+         AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'
+         AND ROWNUM = 1;
+    END IF;
+    RETURN v_n;
+  END files_under;
   FUNCTION store_key (
     p_scope IN VARCHAR2, p_agent_code IN VARCHAR2, p_user_id IN VARCHAR2,
     p_session_id IN VARCHAR2, p_store_code IN VARCHAR2,
@@ -355,12 +382,12 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     BEGIN
       INSERT INTO dbm_stores
         (store_key, scope_name, agent_code, store_code, created_at, updated_at,
-         max_file_chars, max_files, max_store_chars)
+         max_file_chars, max_files, max_store_chars, file_count, total_chars)
       VALUES (v_key, p_scope,
               CASE WHEN p_scope IN (c_scope_agent, c_scope_user, c_scope_session)
                         OR (p_scope = c_scope_context AND p_store_code IS NULL) THEN p_agent_code END,
               CASE WHEN p_scope IN (c_scope_shared, c_scope_context) THEN p_store_code END,
-              v_now, v_now, NVL(v_fc, 100000), NVL(v_nf, 1000), v_sc);
+              v_now, v_now, NVL(v_fc, 100000), NVL(v_nf, 1000), v_sc, 0, 0);
     EXCEPTION
       WHEN DUP_VAL_ON_INDEX THEN NULL;  -- created concurrently: use theirs
     END;
@@ -411,6 +438,8 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_mfc   NUMBER;
     v_mf    NUMBER;
     v_msc   NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_hash  VARCHAR2(64);
     v_anc   VARCHAR2(64);
     v_fid   NUMBER;
@@ -435,7 +464,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     IF v_chars > 0 THEN
       v_new := p_text;
     END IF;
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     BEGIN
       SELECT file_id, char_count, version_no, body INTO v_fid, v_old, v_ver, v_body
         FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
@@ -444,7 +473,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     END;
     IF v_fid IS NULL THEN
       IF v_chars > v_mfc THEN
-        check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+        check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
       END IF;
       -- dbmemory.store_lock._check_new_file_shape
       FOR i IN 11 .. LENGTH(p_path) LOOP
@@ -457,13 +486,11 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
           END IF;
         END IF;
       END LOOP;
-      SELECT COUNT(*) INTO v_bad FROM dbm_files
-     WHERE store_id = p_store_id
-       AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/';
+      v_bad := files_under(p_store_id, p_path);
       IF v_bad > 0 THEN
         fail('invalid_path', p_path || ' is a directory: choose a file path inside it or another name');
       END IF;
-      check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+      check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
       INSERT INTO dbm_files
         (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
          created_at, updated_at, last_accessed_at)
@@ -480,7 +507,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     IF v_old = v_chars AND (v_chars = 0 OR DBMS_LOB.COMPARE(v_body, p_text) = 0) THEN
       RETURN v_ver;  -- unchanged: nothing written, no audit event
     END IF;
-    check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, v_old);
+    check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, v_old);
     UPDATE dbm_files
        SET body = v_new, char_count = v_chars,
            version_no = v_ver + 1, updated_at = v_now, last_accessed_at = v_now
@@ -500,6 +527,8 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_mfc NUMBER;
     v_mf  NUMBER;
     v_msc NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_fid NUMBER;
     v_old NUMBER;
     v_bad NUMBER;
@@ -512,7 +541,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     IF same(p_path, '/memories') THEN
       fail('invalid_path', 'cannot delete the memory root /memories: name a file or directory inside it');
     END IF;
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     BEGIN
       SELECT file_id, char_count INTO v_fid, v_old FROM dbm_files
        WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
@@ -520,9 +549,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       WHEN NO_DATA_FOUND THEN v_fid := NULL;
     END;
     IF v_fid IS NULL THEN
-      SELECT COUNT(*) INTO v_bad FROM dbm_files
-     WHERE store_id = p_store_id
-       AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/';
+      v_bad := files_under(p_store_id, p_path);
       IF v_bad > 0 THEN
         fail('invalid_path', p_path || ' is a directory, not a file: delete_file deletes one file');
       END IF;
@@ -544,12 +571,14 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_mfc   NUMBER;
     v_mf    NUMBER;
     v_msc   NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_count NUMBER := 0;
     v_chars NUMBER := 0;
     v_now   TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   BEGIN
     check_store_id(p_store_id);
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     FOR f IN (SELECT file_id, file_path, char_count FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
       DELETE FROM dbm_files WHERE file_id = f.file_id;
@@ -749,12 +778,17 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_sizes     t_numbers;
     v_paths     t_paths;
     v_total     NUMBER := 0;
-    CURSOR c_candidates (p_cutoff TIMESTAMP) IS
-      SELECT f.file_id FROM dbm_files f
-       WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
-         AND f.expiry_exempt = 0 AND f.last_accessed_at < p_cutoff
-         AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
-                          WHERE r.file_id = f.file_id AND r.read_at >= p_cutoff)
+    -- dbmemory.expiry._expire_batch, the writers' lock order: the store rows first (SKIP
+    -- LOCKED: a store being written waits for the next run; with SKIP LOCKED a row is locked
+    -- when fetched), then the expired files of the stores held, deleted with the rule again
+    CURSOR c_stores (p_cutoff TIMESTAMP) IS
+      SELECT s.store_id FROM dbm_stores s
+       WHERE (p_store_id IS NULL OR s.store_id = p_store_id)
+         AND EXISTS (SELECT 1 FROM dbm_files f
+                      WHERE f.store_id = s.store_id
+                        AND f.expiry_exempt = 0 AND f.last_accessed_at < p_cutoff
+                        AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                                         WHERE r.file_id = f.file_id AND r.read_at >= p_cutoff))
          FOR UPDATE SKIP LOCKED;
   BEGIN
     -- dbmemory.expiry.validate_days (MIN_EXPIRY_DAYS, MAX_EXPIRY_DAYS)
@@ -771,18 +805,24 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     LOOP
       -- reads being recorded hold the table in ROW SHARE mode (dbmemory.db.dialect.job_lock)
       LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
-      OPEN c_candidates(v_cutoff);
-      FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;
-      CLOSE c_candidates;
+      OPEN c_stores(v_cutoff);
+      FETCH c_stores BULK COLLECT INTO v_ids LIMIT c_batch_size;
+      CLOSE c_stores;
       EXIT WHEN v_ids.COUNT = 0;
       FORALL i IN 1 .. v_ids.COUNT
         DELETE FROM dbm_files f
-         WHERE f.file_id = v_ids(i)
+         WHERE f.store_id = v_ids(i)
            AND f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
            AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                             WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
         RETURNING f.file_id, f.store_id, f.file_path, f.char_count
           BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;
+      -- the counters of the stores held move by what is really gone (statements.ADJUST_STORE)
+      FORALL i IN 1 .. v_file_ids.COUNT
+        UPDATE dbm_stores
+           SET file_count = file_count - 1, total_chars = total_chars - v_sizes(i),
+               updated_at = v_now
+         WHERE store_id = v_store_ids(i);
       FORALL i IN 1 .. v_file_ids.COUNT
         INSERT INTO dbm_audit_events
           (store_id, store_key, file_path, action_name, actor_name,
