@@ -868,16 +868,37 @@ BEGIN
             -- FOR UPDATE SKIP LOCKED (the writers' lock order: store row first; a store being
             -- written waits for the next run), the delete with the rule again, the counters
             -- of each held store moved by what is really gone (statements.ADJUST_STORE)
-            INSERT INTO dbm_memory_expire_batch (file_id, store_id, file_path, char_count)
-                SELECT f.file_id, f.store_id, f.file_path, f.char_count
-                  FROM dbm_files f
-                 WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
-                   AND f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
+            -- (a cursor: a non-locking read; INSERT ... SELECT would share-lock the rows it
+            -- reads at REPEATABLE READ and wait for a writer's file rows)
+            BEGIN
+                DECLARE v_done BOOLEAN DEFAULT FALSE;
+                DECLARE v_fid BIGINT;
+                DECLARE v_sid BIGINT;
+                DECLARE v_fpath VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_fchars INT;
+                DECLARE c_candidates CURSOR FOR
+                    SELECT f.file_id, f.store_id, f.file_path, f.char_count
+                      FROM dbm_files f
+                     WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
+                       AND f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
-                 ORDER BY f.file_id
-                 LIMIT c_batch_size;
-            SET v_batch = ROW_COUNT();
+                     ORDER BY f.file_id
+                     LIMIT c_batch_size;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+                SET v_batch = 0;
+                OPEN c_candidates;
+                candidate_loop: LOOP
+                    FETCH c_candidates INTO v_fid, v_sid, v_fpath, v_fchars;
+                    IF v_done THEN
+                        LEAVE candidate_loop;
+                    END IF;
+                    INSERT INTO dbm_memory_expire_batch (file_id, store_id, file_path, char_count)
+                    VALUES (v_fid, v_sid, v_fpath, v_fchars);
+                    SET v_batch = v_batch + 1;
+                END LOOP candidate_loop;
+                CLOSE c_candidates;
+            END;
             INSERT INTO dbm_memory_expire_stores (store_id, store_key)
                 SELECT s.store_id, s.store_key FROM dbm_stores s
                  WHERE s.store_id IN (SELECT b.store_id FROM dbm_memory_expire_batch b)
@@ -886,16 +907,37 @@ BEGIN
             DELETE b FROM dbm_memory_expire_batch b
               LEFT JOIN dbm_memory_expire_stores h ON h.store_id = b.store_id
              WHERE h.store_id IS NULL;
-            DELETE f FROM dbm_files f JOIN dbm_memory_expire_batch b ON b.file_id = f.file_id
+            -- STRAIGHT_JOIN: the batch drives, so only its rows are read (and locked) by
+            -- primary key; a scan of dbm_files or dbm_stores would wait for rows writers hold
+            DELETE f FROM dbm_memory_expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id
              WHERE f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff);
-            DELETE b FROM dbm_memory_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
-            UPDATE dbm_stores s
-              JOIN (SELECT b.store_id, COUNT(*) AS n, SUM(b.char_count) AS chars
-                      FROM dbm_memory_expire_batch b GROUP BY b.store_id) t ON t.store_id = s.store_id
-               SET s.file_count = s.file_count - t.n, s.total_chars = s.total_chars - t.chars,
-                   s.updated_at = v_now;
+            DELETE b FROM dbm_memory_expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id;
+            -- one UPDATE by primary key per store held (a join may scan dbm_stores and wait
+            -- for a store row a writer holds, measured on MariaDB 10.11)
+            BEGIN
+                DECLARE v_done BOOLEAN DEFAULT FALSE;
+                DECLARE v_sid BIGINT;
+                DECLARE v_n BIGINT;
+                DECLARE v_sum BIGINT;
+                DECLARE c_gone CURSOR FOR
+                    SELECT b.store_id, COUNT(*), SUM(b.char_count)
+                      FROM dbm_memory_expire_batch b GROUP BY b.store_id ORDER BY b.store_id;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+                OPEN c_gone;
+                gone_loop: LOOP
+                    FETCH c_gone INTO v_sid, v_n, v_sum;
+                    IF v_done THEN
+                        LEAVE gone_loop;
+                    END IF;
+                    UPDATE dbm_stores
+                       SET file_count = file_count - v_n, total_chars = total_chars - v_sum,
+                           updated_at = v_now
+                     WHERE store_id = v_sid;
+                END LOOP gone_loop;
+                CLOSE c_gone;
+            END;
             INSERT INTO dbm_audit_events
                 (store_id, store_key, file_path, action_name, actor_name,
                  chars_before, chars_after, detail_text, created_at)
@@ -905,7 +947,7 @@ BEGIN
              ORDER BY b.file_id;
             SET v_gone = ROW_COUNT();
             SET p_expired = p_expired + v_gone;
-            DELETE fr FROM dbm_file_reads fr JOIN dbm_memory_expire_batch b ON b.file_id = fr.file_id;
+            DELETE fr FROM dbm_memory_expire_batch b STRAIGHT_JOIN dbm_file_reads fr ON fr.file_id = b.file_id;
             -- a batch that deleted nothing would choose the same candidates again
             IF v_batch < c_batch_size OR v_gone = 0 THEN
                 LEAVE batch_loop;
