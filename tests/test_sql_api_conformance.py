@@ -63,6 +63,31 @@ def api(server_engine: Engine, server_name: str) -> SqlApi:
     return SqlApi(server_name)
 
 
+def _counter_drift(engine: Engine) -> list[tuple[Any, ...]]:
+    """Stores whose counters (``file_count``, ``total_chars``, revision 0004) differ from
+    ``COUNT(*)`` / ``SUM(char_count)`` of their files: ``(store_id, counters, actual)``."""
+    with engine.connect() as c:
+        rows = c.execute(sa.text(
+            "SELECT s.store_id, s.file_count, s.total_chars, COUNT(f.file_id),"
+            " COALESCE(SUM(f.char_count), 0) FROM dbm_stores s"
+            " LEFT JOIN dbm_files f ON f.store_id = s.store_id"
+            " GROUP BY s.store_id, s.file_count, s.total_chars")).all()
+    return [(r[0], (int(r[1]), int(r[2])), (int(r[3]), int(r[4])))
+            for r in rows if (int(r[1]), int(r[2])) != (int(r[3]), int(r[4]))]
+
+
+@pytest.fixture(autouse=True)
+def _counters_stay_exact(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every case that ran on a server (SQL and Python writers, races included), each
+    store row's counters equal COUNT(*) / SUM(char_count) of its files."""
+    if "server_engine" not in request.fixturenames:
+        yield
+        return
+    engine = request.getfixturevalue("server_engine")  # set up first, so torn down after
+    yield
+    assert _counter_drift(engine) == []
+
+
 class ApiError(Exception):
     """A documented error of the SQL API, by its code."""
 
@@ -573,11 +598,16 @@ def test_a_callers_rollback_removes_the_sql_writes(server_engine: Engine, api: S
         assert api.listing(c, sid) == [] and _audit(c, sid) == []
 
 
-def test_caps_hold_between_one_sql_writer_and_one_python_writer(server_engine: Engine, api: SqlApi) -> None:
+@pytest.mark.parametrize("cap_name", ["max_files", "max_store_chars"])
+def test_caps_hold_between_one_sql_writer_and_one_python_writer(
+    server_engine: Engine, api: SqlApi, cap_name: str
+) -> None:
+    # both writers check the cap from the store row's counters: each one-character file
+    # counts one file and one character, so either cap admits exactly `cap` files
     sid = _new_store(server_engine)
     cap = 20
     with server_engine.begin() as c:
-        stores.set_store_caps(c, sid, max_files=cap)
+        stores.set_store_caps(c, sid, **{cap_name: cap})
     refused = {"sql": 0, "python": 0}
     errors: list[BaseException] = []
     barrier = threading.Barrier(2)
@@ -606,7 +636,89 @@ def test_caps_hold_between_one_sql_writer_and_one_python_writer(server_engine: E
     assert not errors, errors
     with server_engine.connect() as c:
         assert len(api.listing(c, sid)) == cap
+        counters = c.execute(sa.text("SELECT file_count, total_chars FROM dbm_stores WHERE store_id = :s"),
+                             {"s": sid}).one()
+    assert tuple(counters) == (cap, cap)
     assert refused["sql"] + refused["python"] == cap
+
+
+@pytest.mark.parametrize("expirer", ["sql", "python"])
+def test_expiry_skips_a_store_a_writer_holds_and_keeps_the_counters(
+    server_engine: Engine, api: SqlApi, expirer: str
+) -> None:
+    def expire(c: Connection) -> int:
+        return api.expire(c, 30) if expirer == "sql" else dbmemory.expire_files(c, days=30)
+
+    held, free = _new_store(server_engine, "shared:HELD"), _new_store(server_engine, "shared:FREE")
+    with server_engine.begin() as c:
+        for sid in (held, free):
+            for name in ("a.md", "b.md"):
+                files.put_file(c, sid, f"/memories/{name}", "xyz")
+    _age_files(server_engine, 40)
+    writer = server_engine.connect()
+    try:
+        writer.begin()
+        files.put_file(writer, held, "/memories/c.md", "12345")  # holds the store row
+        with server_engine.begin() as c:
+            assert expire(c) == 2  # the free store's two files; the held one skipped
+            assert api.listing(c, free) == []
+        writer.commit()
+    finally:
+        writer.close()
+    assert _counter_drift(server_engine) == []
+    with server_engine.begin() as c:
+        assert expire(c) == 2  # the held store's old files, now that it is free
+        assert [r[0] for r in api.listing(c, held)] == ["/memories/c.md"]
+
+
+@pytest.mark.parametrize("expirer", ["sql", "python"])
+def test_expiry_and_a_writer_of_the_other_kind_race_and_the_counters_stay_exact(
+    server_engine: Engine, api: SqlApi, expirer: str
+) -> None:
+    sid = _new_store(server_engine)
+    with server_engine.begin() as c:
+        for i in range(30):
+            files.put_file(c, sid, f"/memories/old{i}.md", "x" * i)
+    _age_files(server_engine, 40)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def expire() -> None:
+        try:
+            barrier.wait()
+            for _ in range(10):
+                with server_engine.begin() as c:
+                    if expirer == "sql":
+                        api.expire(c, 30)
+                    else:
+                        dbmemory.expire_files(c, days=30)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def write() -> None:
+        try:
+            barrier.wait()
+            for i in range(30):
+                with server_engine.begin() as c:
+                    if expirer == "sql":
+                        files.put_file(c, sid, f"/memories/new{i}.md", "y" * i)
+                        files.delete_file(c, sid, f"/memories/old{i}.md")
+                    else:
+                        api.put(c, sid, f"/memories/new{i}.md", "y" * i)
+                        api.delete(c, sid, f"/memories/old{i}.md")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=expire), threading.Thread(target=write)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert _counter_drift(server_engine) == []
+    with server_engine.connect() as c:
+        names = sorted(r[0] for r in api.listing(c, sid))
+    assert names == sorted(f"/memories/new{i}.md" for i in range(30))
 
 
 def test_mysql_writers_refuse_to_run_without_a_transaction(server_engine: Engine, api: SqlApi) -> None:

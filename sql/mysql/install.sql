@@ -230,6 +230,8 @@ ALTER TABLE dbm_stores ADD COLUMN file_count INTEGER NOT NULL COMMENT 'files in 
 
 ALTER TABLE dbm_stores ADD COLUMN total_chars BIGINT NOT NULL COMMENT 'characters in the store, kept by every writer under the store lock' DEFAULT 0;
 
+CREATE INDEX ix_dbm_files_prefix ON dbm_files (store_id, file_path(600));
+
 UPDATE dbm_stores SET file_count=(SELECT count(*) AS count_1
 FROM dbm_files
 WHERE dbm_files.store_id = dbm_stores.store_id), total_chars=(SELECT coalesce(sum(dbm_files.char_count), 0) AS coalesce_1

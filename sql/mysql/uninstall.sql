@@ -12,6 +12,8 @@ DROP FUNCTION IF EXISTS dbm_expiry_days;
 
 -- Running downgrade 0004 -> 0003
 
+DROP INDEX ix_dbm_files_prefix ON dbm_files;
+
 ALTER TABLE dbm_stores DROP COLUMN total_chars;
 
 ALTER TABLE dbm_stores DROP COLUMN file_count;

@@ -330,6 +330,8 @@ ALTER TABLE dbm_stores ADD total_chars NUMBER(19) DEFAULT 0 NOT NULL;
 
 COMMENT ON COLUMN dbm_stores.total_chars IS 'characters in the store, kept by every writer under the store lock';
 
+CREATE INDEX ix_dbm_files_prefix ON dbm_files (store_id, file_path);
+
 UPDATE dbm_stores SET file_count=(SELECT count(*) AS count_1
 FROM dbm_files
 WHERE dbm_files.store_id = dbm_stores.store_id), total_chars=(SELECT coalesce(sum(dbm_files.char_count), 0) AS coalesce_1

@@ -284,6 +284,8 @@ ALTER TABLE dbm_stores ADD COLUMN total_chars BIGINT DEFAULT 0 NOT NULL;
 
 COMMENT ON COLUMN dbm_stores.total_chars IS 'characters in the store, kept by every writer under the store lock';
 
+CREATE INDEX ix_dbm_files_prefix ON dbm_files (store_id, (substr(file_path, 1, 600)) COLLATE "C");
+
 UPDATE dbm_stores SET file_count=(SELECT count(*) AS count_1
 FROM dbm_files
 WHERE dbm_files.store_id = dbm_stores.store_id), total_chars=(SELECT coalesce(sum(dbm_files.char_count), 0) AS coalesce_1

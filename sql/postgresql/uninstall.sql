@@ -20,6 +20,8 @@ DROP PROCEDURE IF EXISTS dbm_expire_items(bigint, bigint);
 
 -- Running downgrade 0004 -> 0003
 
+DROP INDEX ix_dbm_files_prefix;
+
 ALTER TABLE dbm_stores DROP COLUMN total_chars;
 
 ALTER TABLE dbm_stores DROP COLUMN file_count;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dbmemory.keys import SCOPES
 from dbmemory.paths import ROOT
+from dbmemory.db.dialect import PATH_KEY_CHARS
 from dbmemory.sqlgen.api_common import (
     ADMIN_ACTOR,
     API_CALLS,
@@ -145,13 +146,13 @@ BEGIN
         -- a no-op update on a duplicate (dbmemory.db.dialect.insert_store_statement)
         INSERT INTO dbm_stores
             (store_key, scope_name, agent_code, store_code, created_at, updated_at,
-             max_file_chars, max_files, max_store_chars)
+             max_file_chars, max_files, max_store_chars, file_count, total_chars)
         VALUES (v_key, p_scope,
                 IF(p_scope IN ('agent', 'user', 'session')
                    OR (p_scope = 'context' AND p_store_code IS NULL), p_agent_code, NULL),
                 IF(p_scope IN ('shared', 'context'), p_store_code, NULL),
                 v_now, v_now, COALESCE(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}),
-                COALESCE(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc)
+                COALESCE(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc, 0, 0)
         ON DUPLICATE KEY UPDATE store_id = store_id;
         SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key {BIN}
           LOCK IN SHARE MODE;
@@ -187,12 +188,24 @@ BEGIN
     RETURN COALESCE(v_body, '');
 END"""
 
-_DIR_PROBE = (
-    "SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id\n"
-    "           AND CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY)"
-    " = CAST(CONCAT(p_path, '/') AS BINARY)\n"
-    "         LOCK IN SHARE MODE;"
+_DIR_EXACT = (
+    "CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY)"
+    " = CAST(CONCAT(p_path, '/') AS BINARY)"
 )
+_DIR_PROBE = f"""-- files under p_path/ (it is a directory): the range probe of ix_dbm_files_prefix
+            -- (dbmemory.db.dialect.PathKey: the utf8mb4_bin column) when the prefix fits the key
+            -- ({PATH_KEY_CHARS} characters), then the exact test; the scan form otherwise
+            IF CHAR_LENGTH(p_path) + 1 <= {PATH_KEY_CHARS} THEN
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND file_path >= CONCAT(p_path, '/') {BIN}
+                   AND file_path < CONCAT(p_path, '0') {BIN}
+                   AND {_DIR_EXACT}
+                 LOCK IN SHARE MODE;
+            ELSE
+                SELECT COUNT(*) INTO v_bad FROM dbm_files WHERE store_id = p_store_id
+                   AND {_DIR_EXACT}
+                 LOCK IN SHARE MODE;
+            END IF;"""
 
 _PUT = f"""CREATE PROCEDURE {P}put_file(
     IN p_store_id BIGINT, IN p_path LONGTEXT {_U}, IN p_text LONGTEXT {_U}, IN p_actor TEXT {_U},
@@ -205,6 +218,8 @@ BEGIN
     DECLARE v_mfc INT;
     DECLARE v_mf INT;
     DECLARE v_msc BIGINT;
+    DECLARE v_nfiles BIGINT;
+    DECLARE v_nchars BIGINT;
     DECLARE v_hash CHAR(64);
     DECLARE v_fid BIGINT;
     DECLARE v_old BIGINT;
@@ -238,7 +253,7 @@ BEGIN
           FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
         IF v_fid IS NULL THEN
             IF v_chars > v_mfc THEN
-                CALL {P}_check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+                CALL {P}_check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
             END IF;
             -- dbmemory.store_lock._check_new_file_shape
             SET i = {len(ROOT) + 2};
@@ -258,7 +273,7 @@ BEGIN
             IF v_bad > 0 THEN
                 CALL {P}_fail('invalid_path', CONCAT(p_path, ' is a directory: choose a file path inside it or another name'));
             END IF;
-            CALL {P}_check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+            CALL {P}_check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
             INSERT INTO dbm_files
                 (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
                  created_at, updated_at, last_accessed_at)
@@ -270,7 +285,7 @@ BEGIN
         ELSEIF v_old = v_chars AND CAST(COALESCE(v_body, '') AS BINARY) = CAST(p_text AS BINARY) THEN
             SET p_version = v_ver;  -- unchanged: nothing written, no audit event
         ELSE
-            CALL {P}_check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, v_old);
+            CALL {P}_check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, v_old);
             UPDATE dbm_files
                SET body = NULLIF(p_text, ''), char_count = v_chars, version_no = v_ver + 1,
                    updated_at = v_now, last_accessed_at = v_now
@@ -549,6 +564,7 @@ BEGIN
     DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
     DECLARE v_cutoff DATETIME(6);
     DECLARE v_batch BIGINT;
+    DECLARE v_gone BIGINT;
     DECLARE v_lock VARCHAR(30);
     DECLARE v_errno INT;
     -- dbmemory.expiry.validate_days (MIN_EXPIRY_DAYS, MAX_EXPIRY_DAYS)
@@ -575,32 +591,97 @@ BEGIN
             file_path VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
             char_count INT NULL
         );
+        CREATE TEMPORARY TABLE IF NOT EXISTS {P}expire_stores (
+            store_id BIGINT NOT NULL PRIMARY KEY,
+            store_key VARCHAR(700) {_U} {BIN} NULL
+        );
         batch_loop: LOOP
             -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
             SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
             DELETE FROM {P}expire_batch;
-            INSERT INTO {P}expire_batch (file_id, store_id, file_path, char_count)
-                SELECT f.file_id, f.store_id, f.file_path, f.char_count
-                  FROM dbm_files f
-                 WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
-                   AND {_expiry_rule("f")}
-                 ORDER BY f.file_id
-                 LIMIT c_batch_size
+            DELETE FROM {P}expire_stores;
+            -- dbmemory.expiry._expire_batch: candidates without a lock, then their store rows
+            -- FOR UPDATE SKIP LOCKED (the writers' lock order: store row first; a store being
+            -- written waits for the next run), the delete with the rule again, the counters
+            -- of each held store moved by what is really gone (statements.ADJUST_STORE)
+            -- (a cursor: a non-locking read; INSERT ... SELECT would share-lock the rows it
+            -- reads at REPEATABLE READ and wait for a writer's file rows)
+            BEGIN
+                DECLARE v_done BOOLEAN DEFAULT FALSE;
+                DECLARE v_fid BIGINT;
+                DECLARE v_sid BIGINT;
+                DECLARE v_fpath VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+                DECLARE v_fchars INT;
+                DECLARE c_candidates CURSOR FOR
+                    SELECT f.file_id, f.store_id, f.file_path, f.char_count
+                      FROM dbm_files f
+                     WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
+                       AND {_expiry_rule("f")}
+                     ORDER BY f.file_id
+                     LIMIT c_batch_size;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+                SET v_batch = 0;
+                OPEN c_candidates;
+                candidate_loop: LOOP
+                    FETCH c_candidates INTO v_fid, v_sid, v_fpath, v_fchars;
+                    IF v_done THEN
+                        LEAVE candidate_loop;
+                    END IF;
+                    INSERT INTO {P}expire_batch (file_id, store_id, file_path, char_count)
+                    VALUES (v_fid, v_sid, v_fpath, v_fchars);
+                    SET v_batch = v_batch + 1;
+                END LOOP candidate_loop;
+                CLOSE c_candidates;
+            END;
+            INSERT INTO {P}expire_stores (store_id, store_key)
+                SELECT s.store_id, s.store_key FROM dbm_stores s
+                 WHERE s.store_id IN (SELECT b.store_id FROM {P}expire_batch b)
+                 ORDER BY s.store_id
                    FOR UPDATE SKIP LOCKED;
-            SET v_batch = ROW_COUNT();
-            DELETE f FROM dbm_files f JOIN {P}expire_batch b ON b.file_id = f.file_id
+            DELETE b FROM {P}expire_batch b
+              LEFT JOIN {P}expire_stores h ON h.store_id = b.store_id
+             WHERE h.store_id IS NULL;
+            -- STRAIGHT_JOIN: the batch drives, so only its rows are read (and locked) by
+            -- primary key; a scan of dbm_files or dbm_stores would wait for rows writers hold
+            DELETE f FROM {P}expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id
              WHERE {_expiry_rule("f")};
-            DELETE b FROM {P}expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
+            DELETE b FROM {P}expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id;
+            -- one UPDATE by primary key per store held (a join may scan dbm_stores and wait
+            -- for a store row a writer holds, measured on MariaDB 10.11)
+            BEGIN
+                DECLARE v_done BOOLEAN DEFAULT FALSE;
+                DECLARE v_sid BIGINT;
+                DECLARE v_n BIGINT;
+                DECLARE v_sum BIGINT;
+                DECLARE c_gone CURSOR FOR
+                    SELECT b.store_id, COUNT(*), SUM(b.char_count)
+                      FROM {P}expire_batch b GROUP BY b.store_id ORDER BY b.store_id;
+                DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+                OPEN c_gone;
+                gone_loop: LOOP
+                    FETCH c_gone INTO v_sid, v_n, v_sum;
+                    IF v_done THEN
+                        LEAVE gone_loop;
+                    END IF;
+                    UPDATE dbm_stores
+                       SET file_count = file_count - v_n, total_chars = total_chars - v_sum,
+                           updated_at = v_now
+                     WHERE store_id = v_sid;
+                END LOOP gone_loop;
+                CLOSE c_gone;
+            END;
             INSERT INTO dbm_audit_events
                 (store_id, store_key, file_path, action_name, actor_name,
                  chars_before, chars_after, detail_text, created_at)
-            SELECT b.store_id, s.store_key, b.file_path, 'expire', '{EXPIRY_API_ACTOR}',
+            SELECT b.store_id, h.store_key, b.file_path, 'expire', '{EXPIRY_API_ACTOR}',
                    b.char_count, NULL, NULL, v_now
-              FROM {P}expire_batch b LEFT JOIN dbm_stores s ON s.store_id = b.store_id
+              FROM {P}expire_batch b JOIN {P}expire_stores h ON h.store_id = b.store_id
              ORDER BY b.file_id;
-            SET p_expired = p_expired + ROW_COUNT();
-            DELETE fr FROM dbm_file_reads fr JOIN {P}expire_batch b ON b.file_id = fr.file_id;
-            IF v_batch < c_batch_size THEN
+            SET v_gone = ROW_COUNT();
+            SET p_expired = p_expired + v_gone;
+            DELETE fr FROM {P}expire_batch b STRAIGHT_JOIN dbm_file_reads fr ON fr.file_id = b.file_id;
+            -- a batch that deleted nothing would choose the same candidates again
+            IF v_batch < c_batch_size OR v_gone = 0 THEN
                 LEAVE batch_loop;
             END IF;
         END LOOP batch_loop;
@@ -618,6 +699,7 @@ BEGIN
             END IF;
         END LOOP purge_loop;
         DROP TEMPORARY TABLE IF EXISTS {P}expire_batch;
+        DROP TEMPORARY TABLE IF EXISTS {P}expire_stores;
     END;
 END"""
 

@@ -176,40 +176,45 @@ def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: 
 # ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps) and
 # the store-row update of every write (dbmemory.audit._audit_write: on MySQL/MariaDB the row is
 # not modified, dbmemory.db.dialect.store_bump is None).
+# ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps) from
+# the locked store row's counters (revision 0004: file_count, total_chars) and the store-row
+# update of every write (dbmemory.statements.ADJUST_STORE).
 _CAPS_AND_STORE_ROW = [
     f"""CREATE PROCEDURE {P}_check_caps(
-    IN p_store_id BIGINT, IN p_path LONGTEXT {_U}, IN p_max_file_chars INT, IN p_max_files INT,
-    IN p_max_store_chars BIGINT, IN p_new_chars BIGINT, IN p_old_chars BIGINT)
+    IN p_path LONGTEXT {_U}, IN p_max_file_chars INT, IN p_max_files INT,
+    IN p_max_store_chars BIGINT, IN p_file_count BIGINT, IN p_total_chars BIGINT,
+    IN p_new_chars BIGINT, IN p_old_chars BIGINT)
     READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-    DECLARE v_count BIGINT;
-    DECLARE v_total BIGINT;
-    DECLARE v_grow BIGINT DEFAULT p_new_chars - COALESCE(p_old_chars, 0);
+    -- p_old_chars NULL: a new file (one file more); the counters are the locked row's
+    DECLARE v_add_files INT DEFAULT IF(p_old_chars IS NULL, 1, 0);
+    DECLARE v_add_chars BIGINT DEFAULT p_new_chars - COALESCE(p_old_chars, 0);
     IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
         CALL {P}_fail('cap_exceeded', CONCAT('file text would be ', p_new_chars,
             ' characters, over the cap max_file_chars = ', p_max_file_chars,
             ': keep files small - split it, or merge and delete old content'));
     END IF;
-    IF p_old_chars IS NULL OR (p_max_store_chars IS NOT NULL AND v_grow > 0) THEN
-        SELECT COUNT(*), COALESCE(SUM(char_count), 0) INTO v_count, v_total
-          FROM dbm_files WHERE store_id = p_store_id LOCK IN SHARE MODE;
-        IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
-            CALL {P}_fail('cap_exceeded', CONCAT('cannot create ', p_path, ': the store already holds ',
-                v_count, ' files and the cap max_files is ', p_max_files,
-                ': merge related files or delete ones you no longer need, then retry'));
-        END IF;
-        IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
-            CALL {P}_fail('cap_exceeded', CONCAT('writing ', p_path, ' would bring the store to ',
-                v_total + v_grow, ' characters, over the cap max_store_chars = ', p_max_store_chars,
-                ': condense or delete old files, then retry'));
-        END IF;
+    IF v_add_files > 0 AND p_file_count + v_add_files > p_max_files THEN
+        CALL {P}_fail('cap_exceeded', CONCAT('cannot create ', p_path, ': the store already holds ',
+            p_file_count, ' files and the cap max_files is ', p_max_files,
+            ': merge related files or delete ones you no longer need, then retry'));
+    END IF;
+    IF p_max_store_chars IS NOT NULL AND v_add_chars > 0
+       AND p_total_chars + v_add_chars > p_max_store_chars THEN
+        CALL {P}_fail('cap_exceeded', CONCAT('writing ', p_path, ' would bring the store to ',
+            p_total_chars + v_add_chars, ' characters, over the cap max_store_chars = ', p_max_store_chars,
+            ': condense or delete old files, then retry'));
     END IF;
 END""",
     f"""CREATE PROCEDURE {P}_store_row_update(
     IN p_store_id BIGINT, IN p_add_files BIGINT, IN p_add_chars BIGINT, IN p_now DATETIME(6))
     MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
-    -- nothing on MySQL/MariaDB today (dbmemory.db.dialect.store_bump)
+    -- dbmemory.statements.ADJUST_STORE, under the store lock the writer holds
+    UPDATE dbm_stores
+       SET file_count = file_count + p_add_files, total_chars = total_chars + p_add_chars,
+           updated_at = p_now
+     WHERE store_id = p_store_id;
 END""",
 ]
 
@@ -226,9 +231,11 @@ _HANDLER = f"""DECLARE EXIT HANDLER FOR SQLEXCEPTION
 
 
 def _lock_store(var_key: str, caps: bool) -> str:
-    cols = "store_key, max_file_chars, max_files, max_store_chars" if caps else "store_key"
-    into = f"{var_key}, v_mfc, v_mf, v_msc" if caps else var_key
-    return f"""-- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+    cols = ("store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars"
+            if caps else "store_key")
+    into = f"{var_key}, v_mfc, v_mf, v_msc, v_nfiles, v_nchars" if caps else var_key
+    return f"""-- the writers' lock order (dbmemory.store_lock): the store row first, then file rows;
+        -- the counters are exact under this lock
         SELECT {cols} INTO {into} FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF {var_key} IS NULL THEN
             CALL {P}_fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));

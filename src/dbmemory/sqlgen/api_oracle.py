@@ -193,12 +193,12 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     BEGIN
       INSERT INTO dbm_stores
         (store_key, scope_name, agent_code, store_code, created_at, updated_at,
-         max_file_chars, max_files, max_store_chars)
+         max_file_chars, max_files, max_store_chars, file_count, total_chars)
       VALUES (v_key, p_scope,
               CASE WHEN p_scope IN (c_scope_agent, c_scope_user, c_scope_session)
                         OR (p_scope = c_scope_context AND p_store_code IS NULL) THEN p_agent_code END,
               CASE WHEN p_scope IN (c_scope_shared, c_scope_context) THEN p_store_code END,
-              v_now, v_now, NVL(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}), NVL(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc);
+              v_now, v_now, NVL(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}), NVL(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc, 0, 0);
     EXCEPTION
       WHEN DUP_VAL_ON_INDEX THEN NULL;  -- created concurrently: use theirs
     END;
@@ -252,6 +252,8 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     v_mfc   NUMBER;
     v_mf    NUMBER;
     v_msc   NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_hash  VARCHAR2(64);
     v_anc   VARCHAR2(64);
     v_fid   NUMBER;
@@ -276,7 +278,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     IF v_chars > 0 THEN
       v_new := p_text;
     END IF;
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     BEGIN
       SELECT file_id, char_count, version_no, body INTO v_fid, v_old, v_ver, v_body
         FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
@@ -285,7 +287,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     END;
     IF v_fid IS NULL THEN
       IF v_chars > v_mfc THEN
-        check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+        check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
       END IF;
       -- dbmemory.store_lock._check_new_file_shape
       FOR i IN {len(ROOT) + 2} .. LENGTH(p_path) LOOP
@@ -302,7 +304,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
       IF v_bad > 0 THEN
         fail('invalid_path', p_path || ' is a directory: choose a file path inside it or another name');
       END IF;
-      check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, NULL);
+      check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, NULL);
       INSERT INTO dbm_files
         (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
          created_at, updated_at, last_accessed_at)
@@ -315,7 +317,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     IF v_old = v_chars AND (v_chars = 0 OR DBMS_LOB.COMPARE(v_body, p_text) = 0) THEN
       RETURN v_ver;  -- unchanged: nothing written, no audit event
     END IF;
-    check_caps(p_store_id, p_path, v_mfc, v_mf, v_msc, v_chars, v_old);
+    check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, v_chars, v_old);
     UPDATE dbm_files
        SET body = v_new, char_count = v_chars,
            version_no = v_ver + 1, updated_at = v_now, last_accessed_at = v_now
@@ -332,6 +334,8 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     v_mfc NUMBER;
     v_mf  NUMBER;
     v_msc NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_fid NUMBER;
     v_old NUMBER;
     v_bad NUMBER;
@@ -344,7 +348,7 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     IF same(p_path, '{ROOT}') THEN
       fail('invalid_path', 'cannot delete the memory root {ROOT}: name a file or directory inside it');
     END IF;
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     BEGIN
       SELECT file_id, char_count INTO v_fid, v_old FROM dbm_files
        WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
@@ -371,12 +375,14 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     v_mfc   NUMBER;
     v_mf    NUMBER;
     v_msc   NUMBER;
+    v_nfiles NUMBER;
+    v_nchars NUMBER;
     v_count NUMBER := 0;
     v_chars NUMBER := 0;
     v_now   TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   BEGIN
     check_store_id(p_store_id);
-    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc);
+    lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     FOR f IN (SELECT file_id, file_path, char_count FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
       DELETE FROM dbm_files WHERE file_id = f.file_id;
@@ -557,12 +563,17 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     v_sizes     t_numbers;
     v_paths     t_paths;
     v_total     NUMBER := 0;
-    CURSOR c_candidates (p_cutoff TIMESTAMP) IS
-      SELECT f.file_id FROM dbm_files f
-       WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
-         AND f.expiry_exempt = 0 AND f.last_accessed_at < p_cutoff
-         AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
-                          WHERE r.file_id = f.file_id AND r.read_at >= p_cutoff)
+    -- dbmemory.expiry._expire_batch, the writers' lock order: the store rows first (SKIP
+    -- LOCKED: a store being written waits for the next run; with SKIP LOCKED a row is locked
+    -- when fetched), then the expired files of the stores held, deleted with the rule again
+    CURSOR c_stores (p_cutoff TIMESTAMP) IS
+      SELECT s.store_id FROM dbm_stores s
+       WHERE (p_store_id IS NULL OR s.store_id = p_store_id)
+         AND EXISTS (SELECT 1 FROM dbm_files f
+                      WHERE f.store_id = s.store_id
+                        AND f.expiry_exempt = 0 AND f.last_accessed_at < p_cutoff
+                        AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
+                                         WHERE r.file_id = f.file_id AND r.read_at >= p_cutoff))
          FOR UPDATE SKIP LOCKED;
   BEGIN
     -- dbmemory.expiry.validate_days (MIN_EXPIRY_DAYS, MAX_EXPIRY_DAYS)
@@ -579,18 +590,24 @@ _BODY = _BODY_RULES + "\n" + f"""  FUNCTION store_key (
     LOOP
       -- reads being recorded hold the table in ROW SHARE mode (dbmemory.db.dialect.job_lock)
       LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
-      OPEN c_candidates(v_cutoff);
-      FETCH c_candidates BULK COLLECT INTO v_ids LIMIT c_batch_size;
-      CLOSE c_candidates;
+      OPEN c_stores(v_cutoff);
+      FETCH c_stores BULK COLLECT INTO v_ids LIMIT c_batch_size;
+      CLOSE c_stores;
       EXIT WHEN v_ids.COUNT = 0;
       FORALL i IN 1 .. v_ids.COUNT
         DELETE FROM dbm_files f
-         WHERE f.file_id = v_ids(i)
+         WHERE f.store_id = v_ids(i)
            AND f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
            AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                             WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
         RETURNING f.file_id, f.store_id, f.file_path, f.char_count
           BULK COLLECT INTO v_file_ids, v_store_ids, v_paths, v_sizes;
+      -- the counters of the stores held move by what is really gone (statements.ADJUST_STORE)
+      FORALL i IN 1 .. v_file_ids.COUNT
+        UPDATE dbm_stores
+           SET file_count = file_count - 1, total_chars = total_chars - v_sizes(i),
+               updated_at = v_now
+         WHERE store_id = v_store_ids(i);
       FORALL i IN 1 .. v_file_ids.COUNT
         INSERT INTO dbm_audit_events
           (store_id, store_key, file_path, action_name, actor_name,

@@ -6,6 +6,7 @@ key components, the path subset, the path hash, the caps fragment, the store loc
 from __future__ import annotations
 
 from dbmemory.paths import ROOT
+from dbmemory.db.dialect import PATH_KEY_CHARS
 from dbmemory.sqlgen.api_common import (
     ADMIN_ACTOR,
     API_ERRORS,
@@ -53,9 +54,8 @@ def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: 
             {before}, {after}, SUBSTR({detail}, 1, {MAX_DETAIL_CHARS}), v_now)"""
 
 
-_DIR_PROBE = """SELECT COUNT(*) INTO v_bad FROM dbm_files
-     WHERE store_id = p_store_id
-       AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'"""
+_DIR_PROBE = "v_bad := files_under(p_store_id, p_path)"
+"""Files under ``p_path/`` (it is a directory): ``files_under`` of the package body."""
 
 _OWN = (
     "(s.store_key = 'agent:' || p_agent_code\n"
@@ -184,32 +184,29 @@ _BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
   END text_chars;
 
   -- ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps)
-  -- and the store-row update of every write (dbmemory.audit._audit_write: on Oracle the row is
-  -- modified by every write, dbmemory.db.dialect.store_bump == "statement").
-  PROCEDURE check_caps (p_store_id IN NUMBER, p_path IN VARCHAR2, p_max_file_chars IN NUMBER,
+  -- from the locked store row's counters (revision 0004: file_count, total_chars), the
+  -- store-row update of every write (dbmemory.statements.ADJUST_STORE) and the store lock.
+  -- p_old_chars NULL: a new file (one file more).
+  PROCEDURE check_caps (p_path IN VARCHAR2, p_max_file_chars IN NUMBER,
                         p_max_files IN NUMBER, p_max_store_chars IN NUMBER,
+                        p_file_count IN NUMBER, p_total_chars IN NUMBER,
                         p_new_chars IN NUMBER, p_old_chars IN NUMBER) IS
-    v_count NUMBER;
-    v_total NUMBER;
-    v_grow  NUMBER := p_new_chars - NVL(p_old_chars, 0);
+    v_add_files NUMBER := CASE WHEN p_old_chars IS NULL THEN 1 ELSE 0 END;
+    v_add_chars NUMBER := p_new_chars - NVL(p_old_chars, 0);
   BEGIN
     IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
       fail('cap_exceeded', 'file text would be ' || p_new_chars
         || ' characters, over the cap max_file_chars = ' || p_max_file_chars
         || ': keep files small - split it, or merge and delete old content');
     END IF;
-    IF p_old_chars IS NOT NULL AND (p_max_store_chars IS NULL OR v_grow <= 0) THEN
-      RETURN;
-    END IF;
-    SELECT COUNT(*), NVL(SUM(char_count), 0) INTO v_count, v_total
-      FROM dbm_files WHERE store_id = p_store_id;
-    IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
-      fail('cap_exceeded', 'cannot create ' || p_path || ': the store already holds ' || v_count
+    IF v_add_files > 0 AND p_file_count + v_add_files > p_max_files THEN
+      fail('cap_exceeded', 'cannot create ' || p_path || ': the store already holds ' || p_file_count
         || ' files and the cap max_files is ' || p_max_files
         || ': merge related files or delete ones you no longer need, then retry');
     END IF;
-    IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
-      fail('cap_exceeded', 'writing ' || p_path || ' would bring the store to ' || (v_total + v_grow)
+    IF p_max_store_chars IS NOT NULL AND v_add_chars > 0
+       AND p_total_chars + v_add_chars > p_max_store_chars THEN
+      fail('cap_exceeded', 'writing ' || p_path || ' would bring the store to ' || (p_total_chars + v_add_chars)
         || ' characters, over the cap max_store_chars = ' || p_max_store_chars
         || ': condense or delete old files, then retry');
     END IF;
@@ -218,18 +215,49 @@ _BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
   PROCEDURE store_row_update (p_store_id IN NUMBER, p_add_files IN NUMBER,
                               p_add_chars IN NUMBER, p_now IN TIMESTAMP) IS
   BEGIN
-    UPDATE dbm_stores SET updated_at = p_now WHERE store_id = p_store_id;
+    -- dbmemory.statements.ADJUST_STORE, under the store lock the writer holds
+    UPDATE dbm_stores
+       SET file_count = file_count + p_add_files, total_chars = total_chars + p_add_chars,
+           updated_at = p_now
+     WHERE store_id = p_store_id;
   END store_row_update;
 
-  -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
+  -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows; the
+  -- counters are exact under this lock
   PROCEDURE lock_store (p_store_id IN NUMBER, p_key OUT VARCHAR2, p_mfc OUT NUMBER,
-                        p_mf OUT NUMBER, p_msc OUT NUMBER) IS
+                        p_mf OUT NUMBER, p_msc OUT NUMBER, p_nfiles OUT NUMBER,
+                        p_nchars OUT NUMBER) IS
   BEGIN
-    SELECT store_key, max_file_chars, max_files, max_store_chars
-      INTO p_key, p_mfc, p_mf, p_msc
+    SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
+      INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
   END lock_store;
+
+  -- 1 when a file lies under p_path/ (it is a directory), else 0: the range probe of
+  -- ix_dbm_files_prefix (dbmemory.db.dialect.PathKey: the column itself on Oracle) when the
+  -- session compares in binary (NLS_COMP = BINARY: '>=' and '<' in code-point order) and the
+  -- prefix fits the key ({PATH_KEY_CHARS} characters), then the exact SUBSTR test; the scan
+  -- form otherwise (an APEX session with NLS_COMP = LINGUISTIC orders linguistically)
+  FUNCTION files_under (p_store_id IN NUMBER, p_path IN VARCHAR2) RETURN NUMBER IS
+    v_comp VARCHAR2(64);
+    v_n    NUMBER;
+  BEGIN
+    SELECT MAX(value) INTO v_comp FROM nls_session_parameters WHERE parameter = 'NLS_COMP';
+    IF NVL(v_comp, 'BINARY') = 'BINARY' AND LENGTH(p_path) + 1 <= {PATH_KEY_CHARS} THEN
+      SELECT COUNT(*) INTO v_n FROM dbm_files
+       WHERE store_id = p_store_id
+         AND file_path >= p_path || '/' AND file_path < p_path || '0'
+         AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'
+         AND ROWNUM = 1;
+    ELSE
+      SELECT COUNT(*) INTO v_n FROM dbm_files
+       WHERE store_id = p_store_id
+         AND SUBSTR(file_path, 1, LENGTH(p_path) + 1) = p_path || '/'
+         AND ROWNUM = 1;
+    END IF;
+    RETURN v_n;
+  END files_under;
 """

@@ -75,13 +75,13 @@ BEGIN
     {_CREATION_CAPS}
     INSERT INTO dbm_stores
         (store_key, scope_name, agent_code, store_code, created_at, updated_at,
-         max_file_chars, max_files, max_store_chars)
+         max_file_chars, max_files, max_store_chars, file_count, total_chars)
     VALUES (v_key, p_scope,
             CASE WHEN p_scope IN ('agent', 'user', 'session')
                       OR (p_scope = 'context' AND p_store_code IS NULL) THEN p_agent_code END,
             CASE WHEN p_scope IN ('shared', 'context') THEN p_store_code END,
             v_now, v_now, coalesce(v_fc, {M["DEFAULT_MAX_FILE_CHARS"]}),
-            coalesce(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc)
+            coalesce(v_nf, {M["DEFAULT_MAX_FILES"]}), v_sc, 0, 0)
     ON CONFLICT (store_key) DO NOTHING;
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
     IF v_id IS NULL THEN
@@ -156,8 +156,8 @@ BEGIN
       FROM dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = v_hash FOR UPDATE;
     IF v_file.file_id IS NULL THEN
         IF v_chars > v_store.max_file_chars THEN
-            PERFORM {S}._check_caps(p_store_id, p_path, v_store.max_file_chars,
-                v_store.max_files, v_store.max_store_chars, v_chars, NULL);
+            PERFORM {S}._check_caps(p_path, v_store.max_file_chars, v_store.max_files,
+                v_store.max_store_chars, v_store.file_count, v_store.total_chars, v_chars, NULL);
         END IF;
         -- dbmemory.store_lock._check_new_file_shape
         FOR i IN {len(ROOT) + 2} .. length(p_path) LOOP
@@ -172,15 +172,12 @@ BEGIN
                 'cannot use %s: a file exists where one of its parent directories would be; a path cannot be a file and a directory at once: choose another path',
                 p_path));
         END IF;
-        SELECT count(*) INTO v_bad FROM dbm_files
-         WHERE store_id = p_store_id
-           AND substr(file_path, 1, length(p_path) + 1) = p_path || '/';
-        IF v_bad > 0 THEN
+        IF {S}._has_files_under(p_store_id, p_path) THEN
             PERFORM {S}._fail('invalid_path', format(
                 '%s is a directory: choose a file path inside it or another name', p_path));
         END IF;
-        PERFORM {S}._check_caps(p_store_id, p_path, v_store.max_file_chars,
-            v_store.max_files, v_store.max_store_chars, v_chars, NULL);
+        PERFORM {S}._check_caps(p_path, v_store.max_file_chars, v_store.max_files,
+            v_store.max_store_chars, v_store.file_count, v_store.total_chars, v_chars, NULL);
         INSERT INTO dbm_files
             (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
              created_at, updated_at, last_accessed_at)
@@ -194,8 +191,9 @@ BEGIN
     IF v_file.char_count = v_chars AND coalesce(v_file.body, '') = p_text THEN
         RETURN v_file.version_no;  -- unchanged: nothing written, no audit event
     END IF;
-    PERFORM {S}._check_caps(p_store_id, p_path, v_store.max_file_chars,
-        v_store.max_files, v_store.max_store_chars, v_chars, v_file.char_count);
+    PERFORM {S}._check_caps(p_path, v_store.max_file_chars, v_store.max_files,
+        v_store.max_store_chars, v_store.file_count, v_store.total_chars, v_chars,
+        v_file.char_count);
     UPDATE dbm_files
        SET body = nullif(p_text, ''), char_count = v_chars, version_no = v_file.version_no + 1,
            updated_at = v_now, last_accessed_at = v_now
@@ -225,8 +223,7 @@ BEGIN
     SELECT f.file_id, f.char_count INTO v_file FROM dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = {S}._path_hash(p_path) FOR UPDATE;
     IF v_file.file_id IS NULL THEN
-        IF EXISTS (SELECT 1 FROM dbm_files WHERE store_id = p_store_id
-                      AND substr(file_path, 1, length(p_path) + 1) = p_path || '/') THEN
+        IF {S}._has_files_under(p_store_id, p_path) THEN
             PERFORM {S}._fail('invalid_path', format(
                 '%s is a directory, not a file: delete_file deletes one file', p_path));
         END IF;
@@ -483,8 +480,12 @@ BEGIN
     LOOP
         -- reads being recorded hold this row FOR SHARE (dbmemory.touch)
         PERFORM 1 FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
-        WITH doomed AS (
-            SELECT f.file_id FROM dbm_files f
+        -- dbmemory.expiry._expire_batch: candidates without a lock, then their store rows
+        -- FOR UPDATE SKIP LOCKED (the writers' lock order: store row first; a store being
+        -- written waits for the next run), the delete with the rule again, the counters of
+        -- each held store moved by what is really gone (statements.ADJUST_STORE)
+        WITH candidates AS (
+            SELECT f.file_id, f.store_id FROM dbm_files f
              WHERE (p_store_id IS NULL OR f.store_id = p_store_id)
                AND f.expiry_exempt = false
                AND f.last_accessed_at < v_cutoff
@@ -492,24 +493,36 @@ BEGIN
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
              ORDER BY f.file_id
              LIMIT c_batch_size
-               FOR UPDATE OF f SKIP LOCKED
+        ), held AS (
+            SELECT s.store_id, s.store_key FROM dbm_stores s
+             WHERE s.store_id IN (SELECT c.store_id FROM candidates c)
+             ORDER BY s.store_id
+               FOR UPDATE SKIP LOCKED
         ), gone AS (
-            DELETE FROM dbm_files f USING doomed d
-             WHERE f.file_id = d.file_id
+            DELETE FROM dbm_files f USING candidates c, held h
+             WHERE f.file_id = c.file_id
+               AND h.store_id = c.store_id
                AND f.expiry_exempt = false
                AND f.last_accessed_at < v_cutoff
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff)
             RETURNING f.file_id, f.store_id, f.file_path, f.char_count
+        ), counted AS (
+            UPDATE dbm_stores s
+               SET file_count = s.file_count - t.n, total_chars = s.total_chars - t.chars,
+                   updated_at = v_now
+              FROM (SELECT g.store_id, count(*) AS n, sum(g.char_count) AS chars
+                      FROM gone g GROUP BY g.store_id) t
+             WHERE s.store_id = t.store_id
         ), forgotten AS (
             DELETE FROM dbm_file_reads fr USING gone g WHERE fr.file_id = g.file_id
         )
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, detail_text, created_at)
-        SELECT g.store_id, s.store_key, g.file_path, 'expire', '{EXPIRY_API_ACTOR}',
+        SELECT g.store_id, h.store_key, g.file_path, 'expire', '{EXPIRY_API_ACTOR}',
                g.char_count, NULL, NULL, v_now
-          FROM gone g LEFT JOIN dbm_stores s ON s.store_id = g.store_id
+          FROM gone g JOIN held h ON h.store_id = g.store_id
          ORDER BY g.file_id;
         GET DIAGNOSTICS v_batch = ROW_COUNT;
         v_total := v_total + v_batch;

@@ -18,6 +18,7 @@ from dbmemory.sqlgen.api_common import (
 )
 from dbmemory.keys import SCOPES
 from dbmemory.paths import ROOT
+from dbmemory.db.dialect import PATH_KEY_CHARS
 
 __all__: list[str] = []  # internal: see the calls module
 
@@ -177,37 +178,38 @@ _AUDIT = f"""CREATE OR REPLACE FUNCTION {S}._audit(
             p_before, p_after, nullif(left(p_detail, {MAX_DETAIL_CHARS}), ''), p_now)
 $f$"""
 
-# ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps) and
-# the store-row update of every write (dbmemory.audit._audit_write: on PostgreSQL the row is
-# modified by every write, dbmemory.db.dialect.store_bump == "cte").
-_CAPS_AND_STORE_ROW = f"""CREATE OR REPLACE FUNCTION {S}._check_caps(
-    p_store_id bigint, p_path text, p_max_file_chars integer, p_max_files integer,
-    p_max_store_chars bigint, p_new_chars bigint, p_old_chars bigint
-) RETURNS void LANGUAGE plpgsql AS $f$
+# ONE fragment: the cap checks (dbmemory.store_lock._check_file_chars, _check_store_caps) from
+# the locked store row's counters (revision 0004: file_count, total_chars), the store-row
+# update of every write (dbmemory.statements.ADJUST_STORE: the counters move by the write's
+# deltas, updated_at set) and the store lock (dbmemory.store_lock._lock_store_caps).
+_CAPS_AND_STORE_ROW = f"""DROP FUNCTION IF EXISTS {S}._check_caps(bigint, text, integer, integer, bigint, bigint, bigint);
+
+DROP FUNCTION IF EXISTS {S}._lock_store(bigint);
+
+CREATE OR REPLACE FUNCTION {S}._check_caps(
+    p_path text, p_max_file_chars integer, p_max_files integer, p_max_store_chars bigint,
+    p_file_count bigint, p_total_chars bigint, p_new_chars bigint, p_old_chars bigint
+) RETURNS void LANGUAGE plpgsql IMMUTABLE AS $f$
+-- p_old_chars NULL: a new file (one file more); the counters are the locked row's
 DECLARE
-    v_count bigint;
-    v_total bigint;
-    v_grow bigint := p_new_chars - coalesce(p_old_chars, 0);
+    v_add_files integer := CASE WHEN p_old_chars IS NULL THEN 1 ELSE 0 END;
+    v_add_chars bigint := p_new_chars - coalesce(p_old_chars, 0);
 BEGIN
     IF p_new_chars > p_max_file_chars AND (p_old_chars IS NULL OR p_new_chars > p_old_chars) THEN
         PERFORM {S}._fail('cap_exceeded', format(
             'file text would be %s characters, over the cap max_file_chars = %s: keep files small - split it, or merge and delete old content',
             p_new_chars, p_max_file_chars));
     END IF;
-    IF p_old_chars IS NOT NULL AND (p_max_store_chars IS NULL OR v_grow <= 0) THEN
-        RETURN;
-    END IF;
-    SELECT count(*), coalesce(sum(char_count), 0) INTO v_count, v_total
-      FROM dbm_files WHERE store_id = p_store_id;
-    IF p_old_chars IS NULL AND v_count + 1 > p_max_files THEN
+    IF v_add_files > 0 AND p_file_count + v_add_files > p_max_files THEN
         PERFORM {S}._fail('cap_exceeded', format(
             'cannot create %s: the store already holds %s files and the cap max_files is %s: merge related files or delete ones you no longer need, then retry',
-            p_path, v_count, p_max_files));
+            p_path, p_file_count, p_max_files));
     END IF;
-    IF p_max_store_chars IS NOT NULL AND v_grow > 0 AND v_total + v_grow > p_max_store_chars THEN
+    IF p_max_store_chars IS NOT NULL AND v_add_chars > 0
+       AND p_total_chars + v_add_chars > p_max_store_chars THEN
         PERFORM {S}._fail('cap_exceeded', format(
             'writing %s would bring the store to %s characters, over the cap max_store_chars = %s: condense or delete old files, then retry',
-            p_path, v_total + v_grow, p_max_store_chars));
+            p_path, p_total_chars + v_add_chars, p_max_store_chars));
     END IF;
 END
 $f$;
@@ -215,18 +217,43 @@ $f$;
 CREATE OR REPLACE FUNCTION {S}._store_row_update(
     p_store_id bigint, p_add_files bigint, p_add_chars bigint, p_now timestamptz
 ) RETURNS void LANGUAGE sql AS $f$
-    UPDATE dbm_stores SET updated_at = p_now WHERE store_id = p_store_id
+    -- dbmemory.statements.ADJUST_STORE, under the store lock the writer holds
+    UPDATE dbm_stores
+       SET file_count = file_count + p_add_files, total_chars = total_chars + p_add_chars,
+           updated_at = p_now
+     WHERE store_id = p_store_id
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._has_files_under(p_store_id bigint, p_path text)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
+-- files under p_path/ (it is a directory): the range probe of ix_dbm_files_prefix
+-- (dbmemory.db.dialect.PathKey, statements.INSERT_FILE_IF_FREE) when the prefix fits the key
+-- ({PATH_KEY_CHARS} characters), then the exact substr test; the scan form otherwise
+BEGIN
+    IF length(p_path) + 1 <= {PATH_KEY_CHARS} THEN
+        RETURN EXISTS (SELECT 1 FROM dbm_files f
+                        WHERE f.store_id = p_store_id
+                          AND (substr(f.file_path, 1, {PATH_KEY_CHARS}) COLLATE "C") >= (p_path || '/') COLLATE "C"
+                          AND (substr(f.file_path, 1, {PATH_KEY_CHARS}) COLLATE "C") < (p_path || '0') COLLATE "C"
+                          AND substr(f.file_path, 1, length(p_path) + 1) = p_path || '/');
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM dbm_files f
+                    WHERE f.store_id = p_store_id
+                      AND substr(f.file_path, 1, length(p_path) + 1) = p_path || '/');
+END
 $f$"""
 
 _LOCK_STORE = f"""CREATE OR REPLACE FUNCTION {S}._lock_store(
     p_store_id bigint, OUT store_key text, OUT max_file_chars integer, OUT max_files integer,
-    OUT max_store_chars bigint
+    OUT max_store_chars bigint, OUT file_count bigint, OUT total_chars bigint
 ) LANGUAGE plpgsql AS $f$
 -- OUT columns, not the row type of dbm_stores: no dependency that would stop a downgrade
 BEGIN
-    -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows
-    SELECT s.store_key, s.max_file_chars, s.max_files, s.max_store_chars
-      INTO store_key, max_file_chars, max_files, max_store_chars
+    -- the writers' lock order (dbmemory.store_lock): the store row first, then file rows;
+    -- the counters are exact under this lock
+    SELECT s.store_key, s.max_file_chars, s.max_files, s.max_store_chars, s.file_count,
+           s.total_chars
+      INTO store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
       FROM dbm_stores s WHERE s.store_id = p_store_id FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
