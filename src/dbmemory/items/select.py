@@ -25,7 +25,6 @@ Items are any objects with ``item_id`` (or ``id``) and ``text`` attributes; ``la
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 import logging
 import math
 import threading
@@ -222,7 +221,7 @@ def _ranked(
     recent = by_recency(items) if recent is None else recent
     position = {id(item): index for index, item in enumerate(recent)}
     ranks = [position[id(item)] for item in items]
-    best = heapq.nsmallest(top_k, zip([-s for s in scores], ranks, range(len(items))))
+    best = sorted(zip([-s for s in scores], ranks, range(len(items))))[:top_k]
     return tuple(items[i] for _, _, i in best)
 
 
