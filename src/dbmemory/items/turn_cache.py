@@ -47,7 +47,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["MAX_USERS", "Entry", "turn_state_stmt", "get", "put", "forget_user", "clear"]
+__all__ = ["MAX_USERS", "Entry", "turn_state_stmt", "get", "put", "clear"]
 
 MAX_USERS = 2048
 """Users kept per engine."""
@@ -156,13 +156,6 @@ def put(engine: Any, org: str, user_key: str, entry: Entry) -> None:
         users.move_to_end((org, user_key))
         while len(users) > MAX_USERS:
             users.popitem(last=False)
-
-
-def forget_user(org: str, user_key: str) -> None:
-    """Drop the user's entries under every engine (this process wrote their rows)."""
-    with _lock:
-        for users in list(_entries.values()):
-            users.pop((org, user_key), None)
 
 
 def clear() -> None:
