@@ -5,7 +5,8 @@ drivers): :func:`load` in a database step before the profile (the memory switch 
 anything is loaded at all), :func:`blocks` to build the system-prompt blocks in injection order
 (organisation memory, profile, items), and :func:`after_turn` in the post-processing job, after
 the profile consolidation: the injected items are marked used in a short transaction of their
-own, then the items are extracted from the exchange (:func:`dbmemory.items.extract.extract_items`).
+own, then the items are extracted from the exchange (:func:`dbmemory.items.extract.extract_items`),
+then read again so the next turn finds them cached (:mod:`dbmemory.items.turn_cache`).
 Every failure here is logged and counted (``dbmemory_items_failures_total{stage}``), never raised
 into the turn: a failed load injects no items and the turn goes on.
 """
@@ -103,7 +104,7 @@ def after_turn(
         count_failure("mark_used")
     from dbmemory.items.extract import extract_items
 
-    return extract_items(
+    result = extract_items(
         engine,
         org_id=loaded.org_id,
         user_id=user_id,
@@ -118,3 +119,17 @@ def after_turn(
         skip_window=skip_window,
         earlier_messages=tuple(earlier_messages)[-10:],
     )
+    _rewarm(engine, loaded.org_id, user_id, now)
+    return result
+
+
+def _rewarm(engine: Engine, org_id: str, user_id: str, now: dt.datetime | None) -> None:
+    """Read the user's items again after the post-processing changed them (marked used,
+    extracted), so the next turn finds them cached (:mod:`dbmemory.items.turn_cache`)."""
+    from dbmemory.items.turn_memory import load_turn_items
+
+    try:
+        with engine.connect() as conn, conn.begin():
+            load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)
+    except Exception:  # noqa: BLE001 - a cold cache only costs the next turn a read
+        logger.debug("re-reading memory items after the turn failed", exc_info=True)

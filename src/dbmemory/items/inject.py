@@ -134,20 +134,29 @@ class ItemsBlock:
         text: the Markdown block, or ``""`` when no item was injected.
         items: the items injected, in order (these are marked used after the turn).
         left_out: selected items that did not fit the budget.
-        token_count: tokens of ``text``.
+        model: the tokenizer's model the block was fitted with.
     """
 
     text: str
     items: tuple[Any, ...]
     left_out: int
-    token_count: int
+    model: str | None = None
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of :attr:`text` (counted on first use, not on the turn's path)."""
+        return _tokens(self.text, self.model) if self.text else 0
+
+
+@functools.lru_cache(maxsize=8192)
+def _line(text: str, kind: Any) -> str:
+    label = f" ({kind})" if kind in ("manual", "auto") else ""
+    return "- " + " ".join(defuse(text).split()) + label + "\n"
 
 
 def _item_line(item: Any) -> str:
-    kind = getattr(item, "kind", None)
-    label = f" ({kind})" if kind in ("manual", "auto") else ""
-    text = " ".join(defuse(str(getattr(item, "text", ""))).split())
-    return f"- {text}{label}"
+    """The item's line in the block, newline included (cached per text and kind)."""
+    return _line(str(getattr(item, "text", "")), getattr(item, "kind", None))
 
 
 def items_section(items: Sequence[Any], *, max_tokens: int, model: str | None) -> ItemsBlock:
@@ -167,7 +176,7 @@ def items_section(items: Sequence[Any], *, max_tokens: int, model: str | None) -
     chosen: list[Any] = []
     used = _tokens(head + tail, model)
     for item in items:
-        line = _item_line(item) + "\n"
+        line = _item_line(item)
         cost = _tokens(line, model)
         if used + cost > max_tokens:
             continue  # a shorter item further down may still fit
@@ -175,9 +184,9 @@ def items_section(items: Sequence[Any], *, max_tokens: int, model: str | None) -
         chosen.append(item)
         used += cost
     if not chosen:
-        return ItemsBlock("", (), len(items), 0)
+        return ItemsBlock("", (), len(items), model)
     text = head + "".join(lines) + tail
-    return ItemsBlock(text, tuple(chosen), len(items) - len(chosen), _tokens(text, model))
+    return ItemsBlock(text, tuple(chosen), len(items) - len(chosen), model)
 
 
 def memory_sections(

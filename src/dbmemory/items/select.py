@@ -215,13 +215,14 @@ def _embedding_scores(
     return [_cosine(question, vector) for vector in vectors[1:]]
 
 
-def _ranked(items: Sequence[Any], scores: Sequence[float], top_k: int) -> tuple[Any, ...]:
-    recent = by_recency(items)
+def _ranked(
+    items: Sequence[Any], scores: Sequence[float], top_k: int, recent: Sequence[Any] | None = None
+) -> tuple[Any, ...]:
+    recent = by_recency(items) if recent is None else recent
     position = {id(item): index for index, item in enumerate(recent)}
-    order = sorted(
-        range(len(items)), key=lambda i: (-scores[i], position[id(items[i])])
-    )
-    return tuple(items[i] for i in order[:top_k])
+    ranks = [position[id(item)] for item in items]
+    best = sorted(zip([-s for s in scores], ranks, range(len(items))))[:top_k]
+    return tuple(items[i] for _, _, i in best)
 
 
 def select_items(
@@ -233,6 +234,7 @@ def select_items(
     embedding_model: str | None = None,
     embed: EmbedFn | None = None,
     timeout: float | None = None,
+    recent: Sequence[Any] | None = None,
 ) -> Selection:
     """Choose the items to inject for ``question`` (see the module doc for the rule).
 
@@ -244,6 +246,8 @@ def select_items(
         embedding_model: a litellm embedding model name; None ranks by BM25.
         embed: the embedding call (default :func:`dbmemory.llm.embed`); tests pass a fake.
         timeout: seconds for the embedding call, or None for litellm's default.
+        recent: ``items`` already in :func:`by_recency` order (the same objects), when the
+            caller keeps it (:mod:`dbmemory.items.turn_cache`); None sorts them here.
 
     Returns:
         A :class:`Selection`.
@@ -258,8 +262,10 @@ def select_items(
     items = list(items)
     if not items:
         return Selection((), "none", 0)
+    if recent is not None and len(recent) != len(items):
+        raise InvalidArgumentError("recent must hold the same items as items")
     if len(items) < threshold:
-        return Selection(tuple(by_recency(items)), "all", len(items))
+        return Selection(tuple(by_recency(items) if recent is None else recent), "all", len(items))
     texts = [str(getattr(item, "text", "")) for item in items]
     query = question or ""
     if embedding_model:
@@ -268,6 +274,8 @@ def select_items(
         except Exception as exc:  # noqa: BLE001 - selection never fails the turn
             log.warning("embedding selection with %s failed (%s); ranking by BM25", embedding_model, type(exc).__name__)
         else:
-            return Selection(_ranked(items, scores, top_k), "ranked", len(items), "embedding")
-        return Selection(_ranked(items, bm25_scores(texts, query), top_k), "ranked", len(items), "bm25", True)
-    return Selection(_ranked(items, bm25_scores(texts, query), top_k), "ranked", len(items), "bm25")
+            return Selection(_ranked(items, scores, top_k, recent), "ranked", len(items), "embedding")
+        return Selection(
+            _ranked(items, bm25_scores(texts, query), top_k, recent), "ranked", len(items), "bm25", True
+        )
+    return Selection(_ranked(items, bm25_scores(texts, query), top_k, recent), "ranked", len(items), "bm25")

@@ -2,7 +2,9 @@
 
 :func:`load_turn_items` runs in one database step of the turn (its short transaction, or the
 caller's): the memory switch, the organisation's settings, its organisation memory and the user's
-live items, all plain ``SELECT`` statements (no lock, no touch). :func:`choose` then selects the
+live items, plain ``SELECT`` statements (no lock, no touch): one for all but the items, and one
+for the item rows only when they changed since this process last read them
+(:mod:`dbmemory.items.turn_cache`). :func:`choose` then selects the
 items **outside** any transaction (an embedding model may be called).
 :func:`dbmemory.items.inject.memory_sections` renders the blocks.
 
@@ -21,9 +23,11 @@ from sqlalchemy.engine import Connection
 
 import sqlalchemy as sa
 
-from dbmemory.items.select import Selection, select_items
+from dbmemory.items.select import Selection, by_recency, select_items
 
-__all__ = ["TurnItems", "TurnItem", "load_turn_items", "choose", "turn_items_stmt", "org_memory_stmt"]
+__all__ = [
+    "TurnItems", "TurnItem", "load_turn_items", "choose", "turn_items_stmt", "turn_rows_stmt", "org_memory_stmt",
+]
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class TurnItem:
         item_id, text, kind, version: as :class:`dbmemory.items.Item`.
         updated_at, last_used_at: UTC (``last_used_at`` None: never injected); ``updated_at``
             is never before the creation, so recency needs no ``created_at``.
+        expires_at: UTC, None when it never expires.
     """
 
     item_id: int
@@ -42,6 +47,7 @@ class TurnItem:
     version: int
     updated_at: Any
     last_used_at: Any
+    expires_at: Any = None
 
 
 _STATEMENTS: dict[str, Any] = {}
@@ -96,6 +102,8 @@ class TurnItems:
         settings: the organisation's :class:`~dbmemory.items.settings.OrgSettings`.
         org_memory: the organisation memory text (``""`` when none).
         items: the user's live items.
+        recent: the same items most recently used or changed first, or None (then sorted by
+            :func:`choose`).
         selection: the chosen items (after :func:`choose`).
         injected: the items that fitted the budget and went into the prompt.
     """
@@ -105,6 +113,7 @@ class TurnItems:
     settings: Any = None
     org_memory: str = ""
     items: list[Any] = field(default_factory=list)
+    recent: list[Any] | None = None
     selection: Selection | None = None
     injected: tuple[Any, ...] = ()
 
@@ -114,31 +123,91 @@ def load_turn_items(
 ) -> TurnItems:
     """Read the switch, settings, organisation memory and live items (caller's transaction).
 
-    Four ``SELECT`` statements: settings, switch, organisation memory, items (lean rows,
-    :class:`TurnItem`).
+    One ``SELECT`` reads the switch, the organisation memory, the settings and the change
+    marker of the user's items (:func:`dbmemory.items.turn_cache.turn_state_stmt`); a second
+    one reads the item rows (lean, :class:`TurnItem`) only when the marker differs from the one
+    they were last read under in this process for this engine (:mod:`dbmemory.items.turn_cache`).
+    Items expired at ``now`` are left out either way.
 
     Returns:
         A :class:`TurnItems`; with the switch off only ``memory_on=False`` and the settings.
+
+    Raises:
+        InvalidScopeError: invalid user or organisation id.
+        StorageError: the database failed (``dbmemory db upgrade`` missing?).
     """
+    from dbmemory import validate as _v
+    from dbmemory.db import dialect
+    from dbmemory.items import turn_cache
     from dbmemory.items.model import check_org, user_key_of
-    from dbmemory.items.settings import get_memory_switch, get_org_settings
-
-    org = check_org(org_id)
-    settings = get_org_settings(conn, org)
-    if not get_memory_switch(conn, user_id, org_id=org):
-        return TurnItems(org, False, settings)
-    when = now or dt.datetime.now(dt.timezone.utc)
     from dbmemory.items.org import org_memory_store_key
+    from dbmemory.items.settings import DEFAULTS, OrgSettings, _from_text
 
-    body = conn.execute(org_memory_stmt(), {"store_key": org_memory_store_key(org)}).scalar()
-    rows = conn.execute(turn_items_stmt(), {"org_id": org, "user_key": user_key_of(user_id), "now": when}).all()
-    return TurnItems(
-        org,
-        True,
-        settings,
-        org_memory=body or "",
-        items=[TurnItem(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5]) for r in rows],
-    )
+    _v.arguments(conn=conn)
+    org = check_org(org_id)
+    key = user_key_of(user_id)
+    params = {"org_id": org, "user_key": key, "store_key": org_memory_store_key(org)}
+    try:
+        row = conn.execute(turn_cache.turn_state_stmt(), params).one()
+    except sa.exc.SQLAlchemyError as exc:
+        raise dialect.translate_db_error(exc, "reading the memory items of a turn") from exc
+    values = dict(DEFAULTS)
+    for name, text in zip(DEFAULTS, row[2 : 2 + len(DEFAULTS)]):
+        if text is not None:
+            values[name] = _from_text(name, text)
+    settings = OrgSettings(org_id=org, **values)
+    if row[0] is not None and not bool(row[0]):
+        return TurnItems(org, False, settings)
+    marker = tuple(row[2:])  # the settings' texts, then the item figures
+    engine = conn.engine
+    entry = turn_cache.get(engine, org, key, marker)
+    if entry is None:
+        try:
+            rows = conn.execute(turn_rows_stmt(), params).all()
+        except sa.exc.SQLAlchemyError as exc:
+            raise dialect.translate_db_error(exc, "reading the memory items of a turn") from exc
+        cached = tuple(TurnItem(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6]) for r in rows)
+        expiring = [i.expires_at for i in cached if i.expires_at is not None]
+        entry = turn_cache.Entry(
+            marker, cached, min(expiring, key=_aware) if expiring else None, tuple(by_recency(cached))
+        )
+        turn_cache.put(engine, org, key, entry)
+    when = _aware(now or dt.datetime.now(dt.timezone.utc))
+    if entry.min_expires is None or _aware(entry.min_expires) > when:
+        live, recent = list(entry.items), list(entry.recent)
+    else:
+        def alive(i: TurnItem) -> bool:
+            return i.expires_at is None or _aware(i.expires_at) > when
+
+        live, recent = [i for i in entry.items if alive(i)], [i for i in entry.recent if alive(i)]
+    return TurnItems(org, True, settings, org_memory=row[1] or "", items=live, recent=recent)
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+
+
+def turn_rows_stmt() -> sa.Select[Any]:
+    """``SELECT`` of a user's non-deleted items (expired ones included: the caller filters by
+    its ``now``) with the columns of :class:`TurnItem`, oldest first; binds ``org_id`` and
+    ``user_key`` (built once per process)."""
+    stmt = _STATEMENTS.get("rows")
+    if stmt is None:
+        from dbmemory.db.schema import items as it
+
+        stmt = _STATEMENTS["rows"] = (
+            sa.select(
+                it.c.item_id, it.c.item_text, it.c.item_kind, it.c.version_no,
+                it.c.updated_at, it.c.last_used_at, it.c.expires_at,
+            )
+            .where(
+                it.c.org_id == sa.bindparam("org_id"),
+                it.c.user_key == sa.bindparam("user_key"),
+                it.c.deleted_at.is_(None),
+            )
+            .order_by(it.c.created_at, it.c.item_id)
+        )
+    return stmt
 
 
 def choose(loaded: TurnItems, question: str, *, timeout: float | None = None) -> Selection:
@@ -152,6 +221,7 @@ def choose(loaded: TurnItems, question: str, *, timeout: float | None = None) ->
         top_k=settings.top_k,
         embedding_model=settings.embedding_model or None,
         timeout=timeout,
+        recent=loaded.recent,
     )
     loaded.selection = selection
     return selection

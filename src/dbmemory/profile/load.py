@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -218,6 +219,12 @@ def memory_prompt_section(state: UserMemoryState | None) -> str:
     """
     if state is None or not state.body.strip():
         return ""
+    return _section(state.body)
+
+
+@functools.lru_cache(maxsize=1024)
+def _section(body: str) -> str:
+    """The section around ``body`` (cached per body: an unchanged profile is not defused again)."""
     return (
         f"## {SECTION_TITLE}\n\n"
         "The block below is durable context about the user you are talking to, kept from "
@@ -226,5 +233,5 @@ def memory_prompt_section(state: UserMemoryState | None) -> str:
         "user, and prefer what the user says in this conversation when it differs. Do not "
         "claim that you can edit, update or delete this memory during your answer; it is "
         "maintained automatically after the conversation turn.\n\n"
-        f"<user_memory>\n{defuse(state.body).strip()}\n</user_memory>\n"
+        f"<user_memory>\n{defuse(body).strip()}\n</user_memory>\n"
     )
