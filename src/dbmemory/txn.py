@@ -17,7 +17,10 @@ caller's transaction. Every mutator of :mod:`dbmemory.files`, :mod:`dbmemory.sto
   IMMEDIATE``, PostgreSQL ``BEGIN``, MySQL ``START TRANSACTION``, Oracle: driver autocommit off)
   and commits it when the command succeeds, or rolls it back when it fails: each command is
   atomic and durable on its own, and the connection stays usable and in AUTOCOMMIT. If the
-  caller opened a real transaction by hand on that connection, the write joins it (savepoint).
+  caller opened a real transaction by hand on that connection (as the server says:
+  :func:`dbmemory.db.dialect.server_in_transaction`, not a reply's stale status flag), the
+  write joins it (savepoint). A write whose savepoint vanished with no sign of a rollback
+  may have been saved: :func:`outcome_unknown` says so, never "nothing was changed".
 
 Nested units (a mutator calling another) become savepoints of the outer unit.
 """
