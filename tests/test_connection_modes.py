@@ -184,6 +184,70 @@ def test_the_caller_can_still_group_writes_by_hand_on_an_autocommit_connection(e
         assert_idle(conn)
 
 
+def test_a_transaction_the_server_ended_unseen_is_not_joined_and_no_saved_edit_is_called_lost(
+    engine: Engine, backend_name: str
+) -> None:
+    """MariaDB/MySQL report "in a transaction" in every reply's status flags, and the flag can
+    stay set after the server ended the transaction: here a caller's ``START TRANSACTION`` by
+    hand, then a DDL statement that fails after its implicit commit (Galera showed the same
+    after a replayed commit). Trusting the flag, the next command joined a transaction that did
+    not exist: a "savepoint" over autocommitted statements, then ``RELEASE SAVEPOINT`` failed
+    with 1305 and the tool said "nothing was saved" although the file was committed. Now the
+    server is asked (``@@in_transaction``), the command runs in its own transaction, and the
+    answer is the truth."""
+    if engine.dialect.name != "mysql" or not getattr(engine.dialect, "is_mariadb", False):
+        pytest.skip("MariaDB's stale in-transaction status flag")
+    with autocommit(engine) as conn:
+        tool = MemoryTool.for_store(conn, STORE)
+        assert tool.execute({"command": "create", "path": "/memories/s.md", "file_text": "s\n"}).startswith("File created")
+        conn.exec_driver_sql("START TRANSACTION")
+        with pytest.raises(sa.exc.DBAPIError):  # implicit commit, then "table exists"
+            conn.exec_driver_sql("CREATE TABLE dbm_stores (a INT)")
+        assert dialect.driver_in_transaction(conn) is True  # the stale flag
+        for command in (
+            {"command": "insert", "path": "/memories/s.md", "insert_line": 1, "insert_text": "edited"},
+            {"command": "create", "path": "/memories/t.md", "file_text": "t"},
+        ):
+            answer = tool.execute(command)
+            assert not answer.startswith(ERROR), answer
+        assert durable(engine) == {"/memories/s.md": "s\nedited\n", "/memories/t.md": "t"}
+        assert not conn.invalidated
+
+
+def test_a_write_whose_savepoint_vanished_unexplained_says_it_may_have_been_saved(
+    engine: Engine, backend_name: str
+) -> None:
+    """The caller's by-hand transaction ends on the server in the middle of a tool write, with
+    no error saying it was rolled back (here: a COMMIT slipped in just before the write's
+    ``RELEASE SAVEPOINT``, which then fails with 1305). The write's statements were saved, so
+    the tool must not say "nothing was saved": it says the database may have saved the change
+    and to view the file before retrying; the connection is invalidated (nothing may join)."""
+    if engine.dialect.name != "mysql":
+        pytest.skip("MySQL/MariaDB error 1305 (savepoint does not exist)")
+    with autocommit(engine) as conn:
+        tool = MemoryTool.for_store(conn, STORE)
+        conn.exec_driver_sql("START TRANSACTION")
+
+        inserted: list[bool] = []
+
+        def end_it(c: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if "INSERT INTO dbm_files" in statement:
+                inserted.append(True)
+            elif statement.startswith("RELEASE SAVEPOINT") and inserted:
+                cursor.execute("COMMIT")  # the file's row is in: the server ends the transaction
+
+        sa.event.listen(engine, "before_cursor_execute", end_it)
+        try:
+            answer = tool.execute({"command": "create", "path": "/memories/u.md", "file_text": "u"})
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", end_it)
+        assert answer.startswith(ERROR), answer
+        assert "may have saved this change" in answer and "view the file before retrying" in answer, answer
+        assert "NOT saved" not in answer and "nothing was" not in answer, answer
+        assert conn.invalidated
+    assert durable(engine) == {"/memories/u.md": "u"}  # it was saved: the answer did not deny it
+
+
 def test_the_sqlite_begin_hook_opens_no_transaction_on_an_autocommit_connection(engine: Engine, backend_name: str) -> None:
     if not backend_name.startswith("sqlite"):
         pytest.skip("SQLite's BEGIN IMMEDIATE hook")

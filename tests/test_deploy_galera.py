@@ -232,19 +232,20 @@ def test_own_transactions_on_two_nodes_report_every_conflict_and_lose_nothing(
             present = (what in log_text.split("\n")) if not what.startswith("/") else what in state
             if answer.startswith(ERROR):
                 refusals.append(answer)
-                assert "retry" in answer or "redo" in answer or "already holds" in answer, answer
-                if present:
+                assert any(w in answer for w in ("retry", "redo", "already holds")), answer
+                if present and "may have saved this change" not in answer:
                     false_refusals.append((what, answer))
             else:
                 assert present, (what, answer)  # no lost edit
     assert len([a for a in refusals if "already holds" in a]) > 0  # the cap was reached
-    if false_refusals:
-        # Known, not fixed (notes/h13.md): now and then (about 1 answer in 50 here) an own
-        # transaction on a Galera node answers "the database had already rolled it back"
-        # (error 1305 on ROLLBACK TO SAVEPOINT, no 1213 in the chain) although the edit was
-        # committed: a false "nothing was changed". Caps and "no lost edit" are still checked
-        # strictly above.
-        pytest.xfail(f"false 'rolled back' answers for committed edits: {false_refusals[:3]}")
+    # No false "nothing was changed": a refused edit that was committed all the same. This was
+    # seen now and then (about 1 answer in 50) with error 1305 and no 1213: the same text as
+    # test_connection_modes' deterministic case, where MariaDB's in-transaction status flag stays
+    # set after the transaction ended, the next command joins a transaction that does not exist
+    # (a savepoint over autocommitted statements), RELEASE SAVEPOINT fails with 1305 and the
+    # tool said "rolled back" for a saved edit. write_unit now asks the server
+    # (dialect.server_in_transaction); an unexplained 1305 says the change may have been saved.
+    assert not false_refusals, false_refusals
 
 
 def test_expiry_on_one_node_while_writers_use_the_others_deletes_nothing_live(

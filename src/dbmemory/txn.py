@@ -17,7 +17,10 @@ caller's transaction. Every mutator of :mod:`dbmemory.files`, :mod:`dbmemory.sto
   IMMEDIATE``, PostgreSQL ``BEGIN``, MySQL ``START TRANSACTION``, Oracle: driver autocommit off)
   and commits it when the command succeeds, or rolls it back when it fails: each command is
   atomic and durable on its own, and the connection stays usable and in AUTOCOMMIT. If the
-  caller opened a real transaction by hand on that connection, the write joins it (savepoint).
+  caller opened a real transaction by hand on that connection (as the server says:
+  :func:`dbmemory.db.dialect.server_in_transaction`, not a reply's stale status flag), the
+  write joins it (savepoint). A write whose savepoint vanished with no sign of a rollback
+  may have been saved: :func:`outcome_unknown` says so, never "nothing was changed".
 
 Nested units (a mutator calling another) become savepoints of the outer unit.
 """
@@ -34,7 +37,18 @@ from sqlalchemy.engine import Connection
 from dbmemory.db import dialect
 from dbmemory.errors import ConflictError, DbMemoryError
 
-__all__ = ["write_unit", "transaction_rolled_back", "mark_single_unit", "clear_single_unit"]
+__all__ = [
+    "write_unit",
+    "transaction_rolled_back",
+    "outcome_unknown",
+    "mark_single_unit",
+    "clear_single_unit",
+    "OUTCOME_UNKNOWN",
+]
+
+OUTCOME_UNKNOWN = "outcome_unknown"
+""":class:`ConflictError` code of a write whose outcome nobody can tell: the database may have
+saved it (:func:`outcome_unknown`)."""
 
 _OWN = "dbmemory_own_transaction"
 """``conn.info`` key: set while :func:`write_unit` runs its own transaction on the connection."""
@@ -70,6 +84,25 @@ def transaction_rolled_back(action: str, reason: str) -> ConflictError:
     )
 
 
+def outcome_unknown(action: str, *, invalidated: bool = True) -> ConflictError:
+    """The error for a write whose outcome cannot be known: its savepoint was gone when it was
+    released or rolled back, without any sign that the database rolled the transaction back
+    (:func:`dbmemory.db.dialect.write_outcome_unknown`), so its statements may have been saved
+    (autocommitted) or not. Never "nothing was changed": the caller must look first."""
+    return ConflictError(
+        f"{action} may or may not have been saved: the database had already ended the "
+        "transaction this change ran in (its savepoint was gone), so the database may have "
+        "saved this change: view the file before retrying"
+        + (
+            ". Nothing more can be committed in that transaction (the connection was "
+            "invalidated): roll back first"
+            if invalidated
+            else ""
+        ),
+        code=OUTCOME_UNKNOWN,
+    )
+
+
 def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManager[None]:
     """Run one write (its statements go in the ``with`` block) atomically on ``conn``.
 
@@ -84,7 +117,8 @@ def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManag
         DbMemoryError: raised in the block, unchanged (the write was undone).
         ConflictError: a lock wait timed out or a deadlock was broken (code ``conflict`` or
             ``busy``; retry), or the database rolled back the caller's whole transaction
-            (code ``transaction_rolled_back``; the connection is invalidated).
+            (code ``transaction_rolled_back``; the connection is invalidated), or nobody can
+            tell whether the write was saved (code ``outcome_unknown``: view before retrying).
         StorageError: any other database failure (no SQL or driver text in the message).
     """
     single = None if conn.invalidated else conn.info.pop(_SINGLE, None)
@@ -92,7 +126,7 @@ def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManag
         if single.is_active and conn.get_transaction() is single and not conn.in_nested_transaction():
             return _SingleUnit(conn, action, single)
     if dialect.is_autocommit(conn) and not conn.invalidated and not _own(conn):
-        if dialect.driver_in_transaction(conn) is not True:
+        if dialect.server_in_transaction(conn) is not True:
             return _own_transaction(conn, action)
     return _Savepoint(conn, action)
 
@@ -184,6 +218,12 @@ def _savepoint_error(conn: Connection, action: str, exc: sa.exc.SQLAlchemyError)
     reason = dialect.lost_transaction_reason(exc, conn)
     if reason is None:
         return dialect.translate_db_error(exc, action)
+    if dialect.write_outcome_unknown(exc, conn):
+        if _own(conn):  # an AUTOCOMMIT connection: no caller's transaction to protect
+            return outcome_unknown(action, invalidated=False)
+        if not conn.invalidated:
+            conn.invalidate()  # whatever transaction there was is gone: nothing may join it
+        return outcome_unknown(action)
     if _own(conn):  # only our own one-command transaction is gone: say retry
         return ConflictError(
             f"{action} failed because {reason}; nothing was changed: retry the command"

@@ -40,6 +40,8 @@ __all__ = [
     "DEFAULT_LOCK_TIMEOUT_MS",
     "is_autocommit",
     "driver_in_transaction",
+    "server_in_transaction",
+    "write_outcome_unknown",
     "begin_own_transaction",
     "end_own_transaction",
     "is_sqlite",
@@ -398,6 +400,32 @@ def driver_in_transaction(conn: Connection) -> bool | None:
     except Exception:
         return None
     return None
+
+
+def server_in_transaction(conn: Connection) -> bool | None:
+    """Whether the database connection has a transaction open, as the server says it.
+
+    :func:`driver_in_transaction` first; when that says "in a transaction" on MariaDB, the
+    server is asked (``SELECT @@in_transaction``, one round trip, only then): MariaDB's status
+    flag in its replies can stay set after the server ended the transaction (a DDL statement's
+    implicit commit followed by its failure; on Galera, after a replayed commit), and joining a
+    transaction that does not exist would run a write as autocommitted statements under a
+    savepoint that is gone at once. MySQL has no such variable: its flag is used as is.
+    """
+    known = driver_in_transaction(conn)
+    if known is not True or conn.dialect.name not in ("mysql", "mariadb"):
+        return known
+    if not getattr(conn.dialect, "is_mariadb", False):
+        return known
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute("SELECT @@in_transaction")
+        row = cursor.fetchone()
+    except Exception:
+        return known
+    finally:
+        cursor.close()
+    return None if row is None else bool(int(row[0]))
 
 
 def begin_own_transaction(conn: Connection) -> None:
@@ -897,6 +925,18 @@ def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
                 return "the statement was interrupted"
             return "the database failed"
     return None
+
+
+def write_outcome_unknown(exc: BaseException, conn: Connection) -> bool:
+    """Whether, after ``exc`` inside a write's savepoint, nobody can tell if the write's
+    statements were saved: MySQL/MariaDB error 1305 (the savepoint is gone) with no error in
+    the chain saying the server rolled the transaction back (1213 deadlock or certification,
+    1153 packet, 1205 with ``innodb_rollback_on_timeout``). A missing savepoint then means the
+    transaction had ended before the write, and its statements may have been autocommitted."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return False
+    codes = _error_codes(exc)
+    return 1305 in codes and not codes & {1213, 1153, 1205}
 
 
 def transaction_lost(exc: BaseException, bind: Connection | Engine) -> bool:

@@ -324,8 +324,8 @@ class MemoryTool:
                 return messages.rename_destination_exists(getattr(command, "new_path", path))
             return messages.file_exists(path)
         if isinstance(exc, ConflictError):
-            if exc.code == "transaction_rolled_back":
-                return exc.message
+            if exc.code in ("transaction_rolled_back", "outcome_unknown"):
+                return exc.message  # the whole story: what was lost, or that it may be saved
             if exc.code == "busy":
                 return messages.database_busy()
             if exc.code == files.SERIALIZATION_FAILURE:
