@@ -51,6 +51,16 @@ HOT_PATH = frozenset(
         "insert_audit",
         "select_file_read",
         "select_file_read_by_key",
+        # the short write path (store counters, indexed prefix check)
+        "select_store_key",
+        "adjust_store",
+        "insert_audit_adjust",
+        "claim_file_slot",
+        "claim_file_slot_by_key",
+        "insert_file_if_free",
+        "insert_file_if_free_top",
+        "insert_file_if_free_scan_top",
+        "select_byte_sizes",
     }
 )
 """Hot-path statements that name their store."""
@@ -77,6 +87,7 @@ CROSS_STORE = frozenset(
         "select_job_lock",
         "select_expiry_candidates",
         "select_expiry_candidates_store",
+        "lock_expiry_stores",
         "delete_expired",
         "select_files_left",
         "select_store_keys",

@@ -82,30 +82,6 @@ def test_writes_return_what_a_read_back_would(conn: Connection, seeded: None) ->
     assert edited == files.get_file(conn, sid, "/memories/new.md")
 
 
-def test_edit_and_delete_need_fewer_round_trips(
-    conn: Connection, engine: Engine, seeded: None
-) -> None:
-    tool = MemoryTool(conn, "QA")
-    tool.execute({"command": "view", "path": "/memories/f1.md"})  # learns the store id
-    with StatementLog(engine) as log:
-        out = tool.execute(
-            {"command": "str_replace", "path": "/memories/f1.md", "old_str": "a", "new_str": "c"}
-        )
-    assert not out.startswith("Error"), out
-    together = engine.dialect.name in ("sqlite", "mysql", "mariadb", "postgresql")
-    # SAVEPOINT, (lock store + file | lock store, lock file), UPDATE, audit INSERT, RELEASE
-    assert len(_work(log)) == (5 if together else 6), log.statements
-    with StatementLog(engine) as log:
-        out = tool.execute({"command": "delete", "path": "/memories/f1.md"})
-    assert not out.startswith("Error"), out
-    assert len(_work(log)) == (5 if together else 6), log.statements
-    with StatementLog(engine) as log:
-        out = tool.execute({"command": "create", "path": "/memories/g.md", "file_text": "g"})
-    assert not out.startswith("Error"), out
-    # SAVEPOINT, lock store, facts, INSERT, audit INSERT, RELEASE: no read-back
-    assert len(_work(log)) == 6, log.statements
-
-
 def test_a_huge_edit_is_refused_before_the_new_text_is_built() -> None:
     text = "a\nb\n"
     with pytest.raises(CapExceededError) as caught:

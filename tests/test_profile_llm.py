@@ -51,7 +51,7 @@ def test_importing_dbmemory_and_the_profile_never_imports_litellm() -> None:
 
 def test_a_missing_litellm_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "litellm", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'dbmemory\[llm\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[llm\]'"):
         complete("gpt-4o-mini", [{"role": "user", "content": "hi"}])
 
 
