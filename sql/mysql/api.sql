@@ -909,11 +909,28 @@ BEGIN
              WHERE h.store_id IS NULL;
             -- STRAIGHT_JOIN: the batch drives, so only its rows are read (and locked) by
             -- primary key; a scan of dbm_files or dbm_stores would wait for rows writers hold
-            DELETE f FROM dbm_memory_expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id
-             WHERE f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
+            -- one DELETE by primary key per candidate, its ROW_COUNT() saying whether THIS
+            -- delete removed the file: a candidate read from the snapshot may already be gone
+            -- (another writer deleted it and committed before the store lock was granted), and
+            -- must not move the counters or be audited twice
+            BEGIN
+                DECLARE v_last BIGINT DEFAULT 0;
+                DECLARE v_next BIGINT;
+                delete_loop: LOOP
+                    SET v_next = NULL;
+                    SELECT MIN(b.file_id) INTO v_next FROM dbm_memory_expire_batch b WHERE b.file_id > v_last;
+                    IF v_next IS NULL THEN
+                        LEAVE delete_loop;
+                    END IF;
+                    SET v_last = v_next;
+                    DELETE f FROM dbm_files f WHERE f.file_id = v_next AND f.expiry_exempt = 0 AND f.last_accessed_at < v_cutoff
                AND NOT EXISTS (SELECT 1 FROM dbm_file_reads r
                                 WHERE r.file_id = f.file_id AND r.read_at >= v_cutoff);
-            DELETE b FROM dbm_memory_expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id;
+                    IF ROW_COUNT() = 0 THEN
+                        DELETE FROM dbm_memory_expire_batch WHERE file_id = v_next;
+                    END IF;
+                END LOOP delete_loop;
+            END;
             -- one UPDATE by primary key per store held (a join may scan dbm_stores and wait
             -- for a store row a writer holds, measured on MariaDB 10.11)
             BEGIN

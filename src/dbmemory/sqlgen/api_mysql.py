@@ -643,9 +643,26 @@ BEGIN
              WHERE h.store_id IS NULL;
             -- STRAIGHT_JOIN: the batch drives, so only its rows are read (and locked) by
             -- primary key; a scan of dbm_files or dbm_stores would wait for rows writers hold
-            DELETE f FROM {P}expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id
-             WHERE {_expiry_rule("f")};
-            DELETE b FROM {P}expire_batch b STRAIGHT_JOIN dbm_files f ON f.file_id = b.file_id;
+            -- one DELETE by primary key per candidate, its ROW_COUNT() saying whether THIS
+            -- delete removed the file: a candidate read from the snapshot may already be gone
+            -- (another writer deleted it and committed before the store lock was granted), and
+            -- must not move the counters or be audited twice
+            BEGIN
+                DECLARE v_last BIGINT DEFAULT 0;
+                DECLARE v_next BIGINT;
+                delete_loop: LOOP
+                    SET v_next = NULL;
+                    SELECT MIN(b.file_id) INTO v_next FROM {P}expire_batch b WHERE b.file_id > v_last;
+                    IF v_next IS NULL THEN
+                        LEAVE delete_loop;
+                    END IF;
+                    SET v_last = v_next;
+                    DELETE f FROM dbm_files f WHERE f.file_id = v_next AND {_expiry_rule("f")};
+                    IF ROW_COUNT() = 0 THEN
+                        DELETE FROM {P}expire_batch WHERE file_id = v_next;
+                    END IF;
+                END LOOP delete_loop;
+            END;
             -- one UPDATE by primary key per store held (a join may scan dbm_stores and wait
             -- for a store row a writer holds, measured on MariaDB 10.11)
             BEGIN

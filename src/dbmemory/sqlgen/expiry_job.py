@@ -297,11 +297,26 @@ BEGIN
         DELETE b FROM dbm_expire_batch b
           LEFT JOIN dbm_expire_stores h ON h.store_id = b.store_id
          WHERE h.store_id IS NULL;
-        -- delete with the rule again, then keep in the batch only what is really gone
-        DELETE f FROM dbm_files f
-          JOIN dbm_expire_batch b ON b.file_id = f.file_id
-         WHERE {_rule("f", "v_cutoff", "0")};
-        DELETE b FROM dbm_expire_batch b JOIN dbm_files f ON f.file_id = b.file_id;
+        -- delete with the rule again, one file by primary key at a time, and keep in the
+        -- batch only what THIS delete removed (ROW_COUNT): at READ COMMITTED a candidate may
+        -- already be gone (deleted by a writer before the store lock was granted) and must
+        -- not move the counters or be audited
+        BEGIN
+            DECLARE v_last BIGINT DEFAULT 0;
+            DECLARE v_next BIGINT;
+            delete_loop: LOOP
+                SET v_next = NULL;
+                SELECT MIN(b.file_id) INTO v_next FROM dbm_expire_batch b WHERE b.file_id > v_last;
+                IF v_next IS NULL THEN
+                    LEAVE delete_loop;
+                END IF;
+                SET v_last = v_next;
+                DELETE f FROM dbm_files f WHERE f.file_id = v_next AND {_rule("f", "v_cutoff", "0")};
+                IF ROW_COUNT() = 0 THEN
+                    DELETE FROM dbm_expire_batch WHERE file_id = v_next;
+                END IF;
+            END LOOP delete_loop;
+        END;
         -- the store counters move by what is gone
         UPDATE dbm_stores s
           JOIN (SELECT b.store_id, COUNT(*) AS n, SUM(b.char_count) AS chars
