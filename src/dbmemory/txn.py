@@ -35,12 +35,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dbmemory.db import dialect
-from dbmemory.errors import ConflictError, DbMemoryError
+from dbmemory.errors import ConflictError, DbMemoryError, StorageError
 
 __all__ = [
     "write_unit",
     "transaction_rolled_back",
     "outcome_unknown",
+    "commit_failed",
+    "committing",
     "mark_single_unit",
     "clear_single_unit",
     "OUTCOME_UNKNOWN",
@@ -101,6 +103,83 @@ def outcome_unknown(action: str, *, invalidated: bool = True) -> ConflictError:
         ),
         code=OUTCOME_UNKNOWN,
     )
+
+
+def commit_failed(exc: BaseException, action: str, *, check: str = "view the file") -> DbMemoryError:
+    """The error for a ``COMMIT`` dbmemory sent that failed.
+
+    When the connection was lost while the ``COMMIT`` ran (SQLAlchemy marks the error
+    ``connection_invalidated``: the server closed it, the network dropped, the session was
+    killed), the server may have committed before the reply was lost: the error says the change
+    may or may not have been saved (code ``outcome_unknown``), never "nothing was saved", so
+    nobody redoes a non-idempotent write (an ``insert``) that is already there. Any other
+    failure of a ``COMMIT`` (a serialization failure, a deferred constraint, a full disk) means
+    the server did not commit: :func:`dbmemory.db.dialect.translate_db_error`.
+
+    Args:
+        exc: what the ``COMMIT`` raised.
+        action: what was being committed, for the message, e.g. ``"committing a memory change"``.
+        check: what the caller should look at before retrying, e.g. ``"view the file"``.
+    """
+    if getattr(exc, "connection_invalidated", False):
+        return ConflictError(
+            f"{action}: the connection to the database was lost while committing, so the "
+            f"change may or may not have been saved (the database may have saved it): {check} "
+            "before retrying",
+            code=OUTCOME_UNKNOWN,
+        )
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return dialect.translate_db_error(exc, action)
+    return StorageError(f"{action} failed: the database refused the commit")
+
+
+@contextlib.contextmanager
+def committing(
+    engine: sa.Engine, action: str, *, check: str = "view the file", single_unit: bool = False
+) -> Iterator[Connection]:
+    """A transaction of dbmemory's own on a new connection of ``engine`` (an adapter's one
+    command: MCP, the Anthropic SDK tool, the LangGraph store): committed when the block ends,
+    rolled back when it raises. A block that met a lost connection (the connection is
+    invalidated when it ends) has had its failure reported already, as the MEMORY tool's
+    answer: nothing is committed then.
+
+    Args:
+        single_unit: the block is one unit of work (one MEMORY command): its first write runs
+            without a savepoint (:func:`mark_single_unit`).
+
+    Yields:
+        The connection, in its transaction.
+
+    Raises:
+        ConflictError / StorageError: the ``COMMIT`` failed (:func:`commit_failed`: code
+            ``outcome_unknown`` when the connection was lost while it ran).
+        Whatever the block raised, after the rollback.
+    """
+    with engine.connect() as conn:
+        transaction = conn.begin()
+        if single_unit:
+            mark_single_unit(conn, transaction)
+        try:
+            yield conn
+        except BaseException:
+            try:
+                conn.rollback()
+            except Exception:  # the connection may be gone; nothing of the block was committed
+                pass
+            raise
+        finally:
+            if single_unit:
+                clear_single_unit(conn)
+        if conn.invalidated or not transaction.is_active:
+            return  # the block's own failure ended the transaction (and said so)
+        try:
+            conn.commit()
+        except sa.exc.SQLAlchemyError as exc:
+            try:
+                conn.rollback()
+            except Exception:
+                pass
+            raise commit_failed(exc, action, check=check) from exc
 
 
 def write_unit(conn: Connection, action: str) -> contextlib.AbstractContextManager[None]:
@@ -256,7 +335,7 @@ def _own_transaction(conn: Connection, action: str) -> Iterator[None]:
             committed = True
         except sa.exc.SQLAlchemyError as exc:
             _rollback_quietly(conn)
-            raise dialect.translate_db_error(exc, action) from exc
+            raise commit_failed(exc, action) from exc
     except DbMemoryError:
         raise
     except sa.exc.SQLAlchemyError as exc:

@@ -36,7 +36,7 @@ from dbmemory.agent.litellm_tools import (
     tool_call_parts,
 )
 from dbmemory.llm import Completion, CompleteFn
-from dbmemory.txn import clear_single_unit, mark_single_unit
+from dbmemory.txn import OUTCOME_UNKNOWN, clear_single_unit, commit_failed, mark_single_unit
 
 __all__ = ["Db", "Model", "Tool", "TurnConnection", "drive_sync", "drive_async", "sync_complete"]
 # the drivers return what the generator returns: a dbmemory.agent.turn.TurnResult
@@ -129,19 +129,22 @@ class TurnConnection:
             if self.conn.get_transaction() is trans:
                 trans.rollback()  # the tool's failure ended the transaction; its answer says so
             return record
-        except Exception as exc:  # the commit failed: the change is not there
-            from dbmemory.db.dialect import translate_db_error
-
+        except Exception as exc:  # the commit failed: the change is not there, or may be
             logger.warning("committing the turn's memory tool call failed: %s", type(exc).__name__, exc_info=True)
             try:
                 trans.rollback()
             except Exception:
                 logger.debug("rollback after a failed commit failed", exc_info=True)
             try:
-                reason = translate_db_error(exc, "committing a memory change").message
+                error = commit_failed(exc, "committing a memory change")
             except Exception:
-                reason = "the database refused the commit"
-            return replace(record, result=ERROR_PREFIX + NOT_SAVED.format(reason=reason), is_error=True)
+                error = None
+            if error is not None and error.code == OUTCOME_UNKNOWN:
+                text = error.message  # the connection was lost mid-COMMIT: it may be saved
+            else:
+                reason = error.message if error is not None else "the database refused the commit"
+                text = NOT_SAVED.format(reason=reason)
+            return replace(record, result=ERROR_PREFIX + text, is_error=True)
 
 
 def _is_memory_call(op: Tool) -> bool:

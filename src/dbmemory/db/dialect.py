@@ -355,6 +355,7 @@ def _driver_execute(conn: Connection, statement: str) -> None:
     """Run a transaction-control statement on the DB-API connection, wrapping driver errors as
     SQLAlchemy would (so :func:`translate_db_error` sees them)."""
     dbapi_conn = conn.connection.driver_connection
+    cursor = None
     try:
         if conn.dialect.name == "sqlite":
             dbapi_conn.execute(statement)
@@ -368,8 +369,14 @@ def _driver_execute(conn: Connection, statement: str) -> None:
         dbapi = conn.dialect.loaded_dbapi
         if not isinstance(exc, dbapi.Error):
             raise
+        try:
+            lost = bool(conn.dialect.is_disconnect(exc, dbapi_conn, cursor))
+        except Exception:
+            lost = False
+        if lost:  # as SQLAlchemy does on a lost connection: it is never handed out again
+            conn.invalidate(exc)
         raise sa.exc.DBAPIError.instance(
-            statement, (), exc, dbapi.Error, dialect=conn.dialect
+            statement, (), exc, dbapi.Error, connection_invalidated=lost, dialect=conn.dialect
         ) from exc
 
 

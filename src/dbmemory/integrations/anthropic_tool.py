@@ -82,6 +82,7 @@ from dbmemory.integrations import anthropic_texts as texts
 from dbmemory.model import FileRecord
 from dbmemory.paths import is_root, normalize_path
 from dbmemory.tool.memory_tool import _encodable
+from dbmemory.txn import committing
 
 try:
     from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
@@ -314,8 +315,13 @@ class _Backend:
 
     def _in_transaction(self, work: Any) -> Any:
         if isinstance(self.bind, Engine):
-            with self.bind.begin() as conn:  # one committed transaction per command
-                return work(conn)
+            # one committed transaction per command; a commit whose connection was lost
+            # says the change may be saved (txn.commit_failed), never that nothing was
+            try:
+                with committing(self.bind, "committing the memory change", single_unit=True) as conn:
+                    return work(conn)
+            except DbMemoryError as exc:
+                raise ToolError(_encodable(exc.message)) from None
         return work(self.bind)
 
     def result(self, name: str, command: Any) -> str:

@@ -114,7 +114,7 @@ from dbmemory.keys import MAX_COMPONENT_CHARS
 from dbmemory.model import Caps, StoreRef
 from dbmemory.paths import path_hash
 from dbmemory.touch import touch_after_read
-from dbmemory.txn import write_unit
+from dbmemory.txn import committing, write_unit
 
 __all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]
 
@@ -385,9 +385,9 @@ class DbMemoryStore(BaseStore):
             with self._lock:
                 return self._run(self._bind, len(ops), reads, puts)
         if self._shared_connection:  # in-memory SQLite: one DB-API connection for the engine
-            with self._lock, self._bind.begin() as conn:
+            with self._lock, committing(self._bind, "committing the store batch", check="get the items") as conn:
                 return self._run(conn, len(ops), reads, puts)
-        with self._bind.begin() as conn:
+        with committing(self._bind, "committing the store batch", check="get the items") as conn:
             return self._run(conn, len(ops), reads, puts)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:

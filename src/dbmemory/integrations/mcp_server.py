@@ -151,9 +151,10 @@ class McpMemoryServer:
         """
         from dbmemory.tool import MemoryTool
         from dbmemory.tool.messages import error_text, internal_error, storage_unavailable
+        from dbmemory.txn import committing
 
         try:
-            with self.engine.begin() as conn:
+            with committing(self.engine, "committing the memory change", single_unit=True) as conn:
                 tool = MemoryTool(
                     conn,
                     self.agent_code,
