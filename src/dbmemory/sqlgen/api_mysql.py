@@ -17,8 +17,8 @@ from dbmemory.sqlgen.api_common import (
     MIRRORED as M,
     RESERVED,
     SCOPE_LIST,
-    protocol_lines,
-    split_ascii,
+    own_store_condition,
+    protocol_parts,
 )
 from dbmemory.sqlgen.api_mysql_rules import (
     P,
@@ -482,12 +482,13 @@ BEGIN
     END;
 END"""
 
-_OWN = (
-    f"(s.store_key = CONCAT('agent:', p_agent_code) {BIN}\n"
-    f"        OR (CAST(SUBSTRING(s.store_key, 1, CHAR_LENGTH(p_agent_code) + 6) AS BINARY) = CAST(CONCAT('user:', p_agent_code, ':') AS BINARY)\n"
-    "            AND CHAR_LENGTH(s.store_key) - CHAR_LENGTH(REPLACE(s.store_key, ':', '')) = 2)\n"
-    f"        OR (CAST(SUBSTRING(s.store_key, 1, CHAR_LENGTH(p_agent_code) + 9) AS BINARY) = CAST(CONCAT('context:', p_agent_code, ':') AS BINARY)\n"
-    "            AND CHAR_LENGTH(s.store_key) - CHAR_LENGTH(REPLACE(s.store_key, ':', '')) = 3))"
+_OWN = own_store_condition(
+    lambda prefix: f"s.store_key = CONCAT('{prefix}', p_agent_code) {BIN}",
+    lambda prefix, n: (
+        f"CAST(SUBSTRING(s.store_key, 1, CHAR_LENGTH(p_agent_code) + {n}) AS BINARY)"
+        f" = CAST(CONCAT('{prefix}', p_agent_code, ':') AS BINARY)"
+    ),
+    lambda count: f"CHAR_LENGTH(s.store_key) - CHAR_LENGTH(REPLACE(s.store_key, ':', '')) = {count}",
 )
 
 _DISABLE = f"""CREATE PROCEDURE {P}disable_for_agent(
@@ -722,15 +723,11 @@ END"""
 
 
 def _protocol_expr() -> str:
-    lines = []
-    for line in protocol_lines():
-        parts = []
-        for is_ascii, run in split_ascii(line):
-            if is_ascii:
-                parts.append(_q(run))
-            else:
-                parts.extend(f"CONVERT(CHAR({ord(c)} USING utf32) USING utf8mb4)" for c in run)
-        lines.append(f"CONCAT({', '.join(parts)})" if len(parts) > 1 else (parts[0] if parts else "''"))
+    """dbmemory.prompts.get_memory_protocol as one expression of ASCII literals and code points."""
+    lines = [
+        f"CONCAT({', '.join(parts)})" if len(parts) > 1 else (parts[0] if parts else "''")
+        for parts in protocol_parts(_q, lambda c: f"CONVERT(CHAR({ord(c)} USING utf32) USING utf8mb4)")
+    ]
     return "CONVERT(CONCAT_WS(CHAR(10),\n        " + ",\n        ".join(lines) + f") USING utf8mb4)"
 
 

@@ -12,8 +12,8 @@ from dbmemory.sqlgen.api_common import (
     MIRRORED as M,
     RESERVED,
     SCOPE_LIST,
-    protocol_lines,
-    split_ascii,
+    own_store_condition,
+    protocol_parts,
 )
 from dbmemory.paths import ROOT
 from dbmemory.sqlgen.api_postgresql_rules import (
@@ -392,12 +392,10 @@ BEGIN
 END
 $f$"""
 
-_OWN = (
-    "(s.store_key = 'agent:' || p_agent_code\n"
-    "        OR (substr(s.store_key, 1, length(p_agent_code) + 6) = 'user:' || p_agent_code || ':'\n"
-    "            AND length(s.store_key) - length(replace(s.store_key, ':', '')) = 2)\n"
-    "        OR (substr(s.store_key, 1, length(p_agent_code) + 9) = 'context:' || p_agent_code || ':'\n"
-    "            AND length(s.store_key) - length(replace(s.store_key, ':', '')) = 3))"
+_OWN = own_store_condition(
+    lambda prefix: f"s.store_key = '{prefix}' || p_agent_code",
+    lambda prefix, n: f"substr(s.store_key, 1, length(p_agent_code) + {n}) = '{prefix}' || p_agent_code || ':'",
+    lambda count: f"length(s.store_key) - length(replace(s.store_key, ':', '')) = {count}",
 )
 
 _DISABLE = f"""CREATE OR REPLACE FUNCTION {S}.disable_for_agent(
@@ -545,15 +543,7 @@ $f$"""
 
 def _protocol_expr() -> str:
     """dbmemory.prompts.get_memory_protocol as one expression of ASCII literals and chr()."""
-    lines = []
-    for line in protocol_lines():
-        parts = []
-        for is_ascii, run in split_ascii(line):
-            if is_ascii:
-                parts.append(_q(run))
-            else:
-                parts.extend(f"chr({ord(c)})" for c in run)
-        lines.append(" || ".join(parts) if parts else "''")
+    lines = [" || ".join(parts) if parts else "''" for parts in protocol_parts(_q, lambda c: f"chr({ord(c)})")]
     return "\n        || chr(10) || ".join(lines)
 
 
