@@ -3,29 +3,51 @@
 Module-level functions, each taking a SQLAlchemy ``Connection`` first and never committing
 (APEX/ORDS-style callers run them inside their own transaction). Store keys follow DESIGN.md
 section 4; every key component is validated before any store is opened or created.
+
+The agent configuration writers live here (:func:`enable_for_agent`, :func:`disable_for_agent`,
+:func:`set_store_caps`); the rest of the procedure-style API is re-exported from the modules
+that hold it: :mod:`dbmemory.agent_configs` (reading configurations, reserved names),
+:mod:`dbmemory.store_refs` (which store a run uses) and :mod:`dbmemory.store_drop` (dropping
+stores).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator, Mapping
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
 from dbmemory import validate as _v
+from dbmemory.agent_configs import (  # noqa: F401  (re-exported)
+    _agent_config,
+    _config,
+    _refuse_reserved_names,
+    _run,
+    get_agent_config,
+    list_agents,
+)
+from dbmemory.audit import _audit, _event
 from dbmemory.caps import caps_values, configured_store_key, strictest_caps
 from dbmemory.db import dialect
-from dbmemory.errors import DbMemoryError, InvalidArgumentError, InvalidScopeError, NotFoundError
-from dbmemory.audit import _audit, _event
-from dbmemory.files import _lock_store_caps, _savepoint, find_store_id
-from dbmemory.keys import RESERVED_SCOPE, SCOPES, build_store_key, parse_store_key, validate_component
-from dbmemory.txn import write_unit
+from dbmemory.errors import DbMemoryError, InvalidScopeError
+from dbmemory.files import _lock_store_caps, _savepoint
+from dbmemory.keys import SCOPES, validate_component
 from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES, AgentConfig, Caps, StoreRef
 from dbmemory.statements import SET_STORE_CAPS
+from dbmemory.store_drop import _own_store_ids, _store_ids, drop_stores, end_session  # noqa: F401
+from dbmemory.store_refs import (  # noqa: F401  (re-exported)
+    _current_store,
+    _run_store,
+    _store_ref,
+    check_run_ready,
+    current_store_code,
+    resolve_store,
+    resolve_store_id,
+    shared_store,
+    use_store,
+)
+from dbmemory.txn import write_unit
 
 __all__ = [
     "enable_for_agent",
@@ -42,61 +64,6 @@ __all__ = [
     "current_store_code",
     "shared_store",
 ]
-
-_current_store: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "dbmemory_current_store", default=None
-)
-
-
-def _config(row: Any) -> AgentConfig:
-    m = row._mapping
-    return AgentConfig(
-        agent_code=m["agent_code"],
-        scope=m["scope_name"],
-        store_code=m["store_code"],
-        context_key=m["context_key"],
-        caps=Caps(
-            max_file_chars=m["max_file_chars"],
-            max_files=m["max_files"],
-            max_store_chars=m["max_store_chars"],
-        ),
-        memory_enabled=bool(m["memory_enabled"]),
-    )
-
-
-def _run(conn: Connection, stmt: Any, action: str) -> Any:
-    try:
-        return conn.execute(stmt)
-    except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, action) from exc
-
-
-def _refuse_reserved_names(agent_code: object, scope: object, store_code: object) -> None:
-    """Refuse a configuration that names the reserved namespace (called first by
-    :func:`enable_for_agent`, before any other check or SQL).
-
-    The key design already keeps every configuration out of it (:func:`build_store_key` never
-    builds a ``reserved:`` key); this refuses the names that would only look like it, so no
-    listing ever shows ``agent:reserved`` or ``shared:reserved`` next to the package's stores.
-
-    Raises:
-        InvalidScopeError: ``scope`` is ``reserved``, or the agent code or store code is
-            ``reserved`` (in any letter case). Code ``reserved_store``.
-    """
-    if scope == RESERVED_SCOPE:
-        raise InvalidScopeError(
-            "scope 'reserved' holds the stores dbmemory owns itself (user profiles, memory "
-            "items, organisation memory) and no agent can use it: pick one of "
-            f"{', '.join(SCOPES)}",
-            code="reserved_store",
-        )
-    for what, value in (("agent code", agent_code), ("store code", store_code)):
-        if isinstance(value, str) and value.lower() == RESERVED_SCOPE:
-            raise InvalidScopeError(
-                f"{what} {value!r} is the name of the namespace dbmemory keeps for its own "
-                "stores (user profiles, memory items, organisation memory): choose another name",
-                code="reserved_store",
-            )
 
 
 def enable_for_agent(
@@ -223,140 +190,6 @@ def enable_for_agent(
     return get_agent_config(conn, agent_code)
 
 
-def get_agent_config(conn: Connection, agent_code: str) -> AgentConfig:
-    """An agent's configuration, enabled or not.
-
-    Raises:
-        InvalidScopeError: invalid agent code.
-        NotFoundError: memory was never enabled for the agent.
-    """
-    _v.check_connection(conn)
-    return _agent_config(conn, agent_code)
-
-
-def _agent_config(conn: Connection, agent_code: str) -> AgentConfig:
-    """:func:`get_agent_config` once ``conn`` is known to be a Connection."""
-    validate_component(agent_code, "agent code")
-    row = _run(conn, st.select_agent(agent_code), "reading an agent").first()
-    if row is None:
-        raise NotFoundError(
-            f"agent {agent_code!r} has no memory configuration: call enable_for_agent first",
-            code="agent_not_found",
-            cli_message=(
-                f"agent {agent_code!r} has no memory configuration: enable it with "
-                f"'dbmemory agent enable {agent_code}'"
-            ),
-        )
-    return _config(row)
-
-
-def list_agents(conn: Connection) -> list[AgentConfig]:
-    """Every agent configuration, sorted by agent code."""
-    _v.arguments(conn=conn)
-    return [_config(r) for r in _run(conn, st.select_agents(), "listing agents")]
-
-
-def _store_ids(store_ids: object) -> list[int]:
-    """``store_ids`` as a sorted list without duplicates; refuse what is not whole numbers."""
-    if isinstance(store_ids, (str, bytes)) or not hasattr(store_ids, "__iter__"):
-        raise InvalidArgumentError(
-            f"store_ids must be a list of store ids, got {type(store_ids).__name__}: pass e.g. [7]"
-        )
-    ids = list(store_ids)  # type: ignore[call-overload]
-    for value in ids:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-            raise InvalidArgumentError(
-                f"store id {value!r} is not a store id: pass positive whole numbers such as 7"
-            )
-    return sorted(set(ids))
-
-
-def drop_stores(conn: Connection, store_ids: list[int], *, actor: str = "admin") -> int:
-    """Delete stores with all their files (one audit event per store), in a savepoint.
-
-    Lock order (the writers' order, so it cannot deadlock with a writer on any backend): the
-    store rows first, in ascending key order, through the key index (``SELECT ... WHERE
-    store_key IN (...) FOR UPDATE`` by chunks: on MySQL/MariaDB the key entry, then the row, as
-    a first writer's upsert takes them), then the files and the store rows are deleted. A writer holding a store row makes the drop wait; a writer
-    that comes later waits for the drop and then finds the store gone (a tool call then creates
-    it afresh; a call by store id gets not-found). Every ``IN`` list holds at most 1,000 ids
-    (Oracle's ORA-01795), whatever the number of stores.
-
-    Args:
-        store_ids: ids of the stores to drop (unknown ids are ignored; duplicates count once).
-        actor: recorded in the audit events.
-
-    Returns:
-        The number of stores dropped.
-
-    Raises:
-        InvalidArgumentError: ``store_ids`` is not a list of positive whole numbers.
-        StorageError: the database failed (the savepoint is rolled back: nothing is dropped).
-    """
-    _v.arguments(conn=conn, actor=actor)
-    ids = _store_ids(store_ids)
-    if not ids:
-        return 0
-    wanted = set(ids)
-    with write_unit(conn, "dropping stores"):
-        named = {}
-        for chunk in st.id_chunks(ids):
-            for row in _run(conn, st.select_store_keys(chunk), "dropping stores"):
-                named[row.store_key] = row.store_id
-        keys: dict[int, str] = {}
-        for key_chunk in st.id_chunks(sorted(named)):  # type: ignore[arg-type]
-            # ascending keys across and within chunks; a key now naming another (re-created)
-            # store is locked but not dropped
-            for row in _run(conn, st.lock_stores_by_key(key_chunk), "dropping stores"):
-                if row.store_id in wanted:
-                    keys[row.store_id] = row.store_key
-        if not keys:
-            return 0
-        chunks = st.id_chunks(sorted(keys))
-        totals: dict[int, tuple[int, int]] = {}
-        for chunk in chunks:
-            for r in _run(conn, st.select_store_totals(chunk), "dropping stores"):
-                totals[r.store_id] = (int(r.file_count), int(r.total_chars))
-        for chunk in chunks:
-            for stmt in st.delete_stores_by_id(chunk):
-                _run(conn, stmt, "dropping stores")
-        _audit(
-            conn,
-            [
-                _event(
-                    sid,
-                    keys[sid],
-                    None,
-                    "store_drop",
-                    actor,
-                    totals.get(sid, (0, 0))[1],
-                    None,
-                    f"{totals.get(sid, (0, 0))[0]} files",
-                )
-                for sid in ids
-                if sid in keys
-            ],
-        )
-    return len(keys)
-
-
-def _own_store_ids(conn: Connection, agent_code: str) -> list[int]:
-    """Ids of the stores ``agent_code`` owns, chosen by exact key (never by the ``agent_code``
-    column, which any writer sets): ``agent:<A>``, ``user:<A>:*`` and the agent-keyed context
-    stores ``context:<A>:<KEY>:<VALUE>`` (a store-code key ``context:store:...`` of an agent
-    named ``store`` is told apart by its part count)."""
-    rows = _run(conn, st.select_stores_of_agent(agent_code), "dropping stores").all()
-    own: list[int] = []
-    for row in rows:
-        try:
-            parts = parse_store_key(row.store_key)
-        except InvalidScopeError:  # a key no version of dbmemory builds: not the agent's
-            continue
-        if parts.scope in ("agent", "user", "context") and parts.agent_code == agent_code:
-            own.append(row.store_id)
-    return own
-
-
 def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = False) -> int:
     """Turn memory off for an agent; its configuration row stays (``memory_enabled`` false).
 
@@ -389,234 +222,6 @@ def disable_for_agent(conn: Connection, agent_code: str, *, drop_store: bool = F
         if drop_store:
             dropped = drop_stores(conn, _own_store_ids(conn, agent_code))
     return dropped
-
-
-def _store_ref(
-    config: AgentConfig,
-    *,
-    user_id: str | None,
-    session_id: str | None,
-    run_context: Mapping[str, object] | None,
-) -> StoreRef:
-    scope = config.scope
-    agent = config.agent_code
-    if scope == "context":
-        key = config.context_key or ""
-        if not run_context or key not in run_context:
-            raise InvalidScopeError(
-                f"agent {agent!r} keeps memory per {key!r}, but the run context has no {key!r}: "
-                f"pass run_context={{{key!r}: ...}} (refused before the run starts)",
-                code="missing_context_key",
-                cli_message=(
-                    f"agent {agent!r} keeps memory per {key!r}, but the run context has no {key!r}: "
-                    f"pass --context {key}=VALUE"
-                ),
-            )
-        value = run_context[key]
-        store_key = build_store_key(
-            "context",
-            agent_code=agent,
-            store_code=config.store_code,
-            context_key=key,
-            context_value=value,  # type: ignore[arg-type]
-        )
-    else:
-        if scope == "user" and user_id is None:
-            raise InvalidScopeError(
-                f"agent {agent!r} keeps memory per user: pass user_id (refused before the run)",
-                code="missing_user_id",
-                cli_message=f"agent {agent!r} keeps memory per user: pass --user USER",
-            )
-        if scope == "session" and session_id is None:
-            raise InvalidScopeError(
-                f"agent {agent!r} keeps memory per session: pass session_id",
-                code="missing_session_id",
-                cli_message=f"agent {agent!r} keeps memory per session: pass --session SESSION",
-            )
-        store_key = build_store_key(
-            scope,
-            agent_code=agent,
-            user_id=user_id,
-            session_id=session_id,
-            store_code=config.store_code,
-        )
-    owner = None if scope in ("shared", "global") or (scope == "context" and config.store_code) else agent
-    return StoreRef(
-        store_key=store_key,
-        scope=scope,
-        agent_code=owner,
-        store_code=config.store_code,
-        caps=config.caps,
-    )
-
-
-def check_run_ready(
-    conn: Connection,
-    agent_code: str,
-    *,
-    user_id: str | None = None,
-    session_id: str | None = None,
-    run_context: Mapping[str, object] | None = None,
-) -> StoreRef:
-    """Check, before a run starts, that the agent's store can be named; raise if not.
-
-    Returns:
-        The run's :class:`StoreRef` (``store_id`` unset: no store lookup is made).
-
-    Raises:
-        NotFoundError: memory was never enabled for the agent.
-        InvalidScopeError: memory is disabled; or a context-scoped agent's key is missing from
-            ``run_context`` or its value breaks the component rule; or a user/session-scoped
-            agent got no user/session id; ``run_context`` is not a mapping (or has a key that
-            is not a string); ``user_id``/``session_id`` not a string. Raised before anything
-            is created.
-    """
-    _v.arguments(conn=conn, run_context=run_context)
-    _v.check_key_text(user_id, "user_id")
-    _v.check_key_text(session_id, "session_id")
-    return _run_store(
-        conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
-    )
-
-
-def _run_store(
-    conn: Connection,
-    agent_code: str,
-    *,
-    user_id: str | None,
-    session_id: str | None,
-    run_context: Mapping[str, object] | None,
-) -> StoreRef:
-    """:func:`check_run_ready` once its arguments' types are checked (by it, or by the
-    :class:`~dbmemory.tool.MemoryTool` constructor, which checks the same ones first)."""
-    config = _agent_config(conn, agent_code)
-    if not config.memory_enabled:
-        raise InvalidScopeError(
-            f"memory is disabled for agent {agent_code!r}: call enable_for_agent to turn it on",
-            code="memory_disabled",
-            cli_message=(
-                f"memory is disabled for agent {agent_code!r}: enable it again with "
-                f"'dbmemory agent enable {agent_code}'"
-            ),
-        )
-    return _store_ref(config, user_id=user_id, session_id=session_id, run_context=run_context)
-
-
-def resolve_store(
-    conn: Connection,
-    agent_code: str,
-    *,
-    user_id: str | None = None,
-    session_id: str | None = None,
-    run_context: Mapping[str, object] | None = None,
-) -> StoreRef:
-    """The store a run of ``agent_code`` uses (created on its first write).
-
-    Returns:
-        :class:`StoreRef` with ``store_id`` set if the store exists, else ``None``.
-
-    Raises:
-        the same as :func:`check_run_ready`.
-    """
-    ref = check_run_ready(
-        conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
-    )
-    store_id = find_store_id(conn, ref.store_key)
-    return StoreRef(
-        store_key=ref.store_key,
-        scope=ref.scope,
-        agent_code=ref.agent_code,
-        store_code=ref.store_code,
-        caps=ref.caps,
-        store_id=store_id,
-    )
-
-
-def resolve_store_id(
-    conn: Connection,
-    *,
-    scope: str,
-    agent_code: str | None = None,
-    user_id: str | None = None,
-    session_id: str | None = None,
-    store_code: str | None = None,
-    context_key: str | None = None,
-    context_value: str | None = None,
-) -> int:
-    """The id of an existing store named by its scope components.
-
-    Raises:
-        InvalidScopeError: a needed component is missing or invalid.
-        NotFoundError: the store was never written.
-    """
-    _v.arguments(conn=conn)
-    key = build_store_key(
-        scope,
-        agent_code=agent_code,
-        user_id=user_id,
-        session_id=session_id,
-        store_code=store_code,
-        context_key=context_key,
-        context_value=context_value,
-    )
-    store_id = find_store_id(conn, key)
-    if store_id is None:
-        raise NotFoundError(f"store {key} does not exist (it is created on its first write)")
-    return store_id
-
-
-def end_session(conn: Connection, session_id: str) -> int:
-    """Drop the session's store with its files. Returns 1 if it existed, else 0."""
-    _v.arguments(conn=conn)
-    key = build_store_key("session", session_id=session_id)
-    store_id = find_store_id(conn, key)
-    return drop_stores(conn, [store_id], actor="end_session") if store_id is not None else 0
-
-
-@contextlib.contextmanager
-def use_store(store_code: str) -> Iterator[StoreRef]:
-    """Point plain tool calls (a ``MemoryTool`` made without an agent) at the shared store
-    ``shared:<store_code>`` for the duration of the ``with`` block (contextvars: per thread
-    and per asyncio task).
-
-    Yields:
-        The :class:`StoreRef` of the shared store (default caps).
-
-    Raises:
-        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
-    """
-    validate_component(store_code, "store code")
-    _refuse_reserved_names(None, "shared", store_code)
-    token = _current_store.set(store_code)
-    try:
-        yield shared_store(store_code)
-    finally:
-        _current_store.reset(token)
-
-
-def current_store_code() -> str | None:
-    """The store code set by the innermost :func:`use_store`, or ``None``."""
-    return _current_store.get()
-
-
-def shared_store(store_code: str, caps: Caps | None = None) -> StoreRef:
-    """The :class:`StoreRef` of shared store ``store_code`` (no database access).
-
-    ``caps`` is only the creation-time configuration (:attr:`StoreRef.caps`): ``None`` lets a
-    new row take the strictest caps among the agent configurations that name the store (or the
-    defaults); an existing store's own caps always apply.
-
-    Raises:
-        InvalidScopeError: invalid store code, or ``reserved`` (code ``reserved_store``).
-    """
-    _refuse_reserved_names(None, "shared", store_code)
-    _v.check_caps(caps, optional=True)
-    return StoreRef(
-        store_key=build_store_key("shared", store_code=store_code),
-        scope="shared",
-        store_code=store_code,
-        caps=caps,
-    )
 
 
 def _strictest_configured(

@@ -52,32 +52,46 @@ system prompt each turn), ``"omit"`` never adds it.
 """
 
 from __future__ import annotations
+from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
-import time
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from dbmemory.agent._drivers import Db, Model, Tool, TurnConnection, drive_async, drive_sync, sync_complete
-from dbmemory.agent.litellm_tools import (
-    DEFAULT_MAX_RESULT_CHARS,
-    MEMORY_TOOL_NAME,
-    ToolCallRecord,
-    ToolHandler,
-    assistant_message,
-    is_anthropic_model,
-    memory_tools,
-    tool_call_parts,
-    tool_message,
+from dbmemory.agent._drivers import TurnConnection, drive_async, drive_sync, sync_complete
+from dbmemory.agent._turn_loop import (  # noqa: F401  (re-exported: the turn's steps)
+    LOAD_FAILED_NOTE,
+    _Context,
+    _earlier_user_texts,
+    _emit,
+    _last_user_text,
+    _limit_record,
+    _load,
+    _memory_model,
+    _memory_tool,
+    _ongoing,
+    _split_system,
+    _turn,
+    _wants_protocol,
 )
+from dbmemory.agent.litellm_tools import ToolHandler
 from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing, post_processing_failures
-from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
-from dbmemory.llm import Completion, CompleteFn, Usage
+from dbmemory.agent.turn_types import (  # noqa: F401  (re-exported: the turn's values)
+    DEFAULT_MAX_TOOL_CALLS,
+    EventHandler,
+    ModelCallRecord,
+    PostProcessMode,
+    ProtocolMode,
+    TurnConfig,
+    TurnEvent,
+    TurnResult,
+    _check_config_fields,
+)
+from dbmemory.errors import InvalidArgumentError
+from dbmemory.llm import CompleteFn
 
 __all__ = [
     "TurnConfig",
@@ -92,469 +106,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_TOOL_CALLS = 16
-"""Most tool calls one turn executes before the model must answer."""
-
-PostProcessMode = Literal["background", "inline", "deferred", "off"]
-ProtocolMode = Literal["auto", "include", "omit"]
-
-LOAD_FAILED_NOTE = (
-    "## What I know about you\n\n"
-    "(The memory of this user could not be loaded for this turn. That is not an empty memory: do "
-    "not tell the user that you know nothing about them.)"
-)
-"""Put in the system prompt instead of the profile when loading it failed."""
-
-
-def _check_config_fields(config: TurnConfig) -> None:
-    """The rules of TurnConfig's other fields (:mod:`dbmemory.validate`)."""
-    from dbmemory import validate as _v
-
-    _v.check_int(config.max_tool_result_chars, "max_tool_result_chars", minimum=1, maximum=_v.INT64_MAX)
-    _v.check_bool(config.user_memory_enabled, "user_memory_enabled")
-    _v.check_bool(config.native_anthropic_memory_tool, "native_anthropic_memory_tool")
-    if config.timeout_s is not None:
-        _v.check_days(config.timeout_s, "timeout_s")  # a finite number > 0
-    _v.check_mapping(config.model_kwargs, "model_kwargs", optional=False, scope=False)
-    _v.check_now(config.now)
-    _v.check_bool(config.item_memory, "item_memory")
-    _v.check_bool(config.item_skip_window, "item_skip_window")
-
-
-@dataclass(frozen=True)
-class TurnConfig:
-    """Settings of one turn.
-
-    Attributes:
-        max_tool_calls: most tool calls executed in the turn (default 16); more are answered with
-            an error text and the model gets one last call without tools.
-        max_tool_result_chars: longest tool result fed back, in characters (cut with a hint).
-        user_memory: the profile settings (:class:`dbmemory.profile.config.UserMemoryConfig`);
-            None = its defaults.
-        user_memory_enabled: whether user memory is on for this turn; compute it with
-            :func:`dbmemory.profile.memory_enabled` (feature flag, space setting, opt-out).
-        native_anthropic_memory_tool: for Anthropic models, offer Anthropic's native memory tool
-            type instead of the function schema (litellm forwards it); the same executor answers.
-        post_process: ``"background"`` (a thread or task, default), ``"inline"`` (before
-            ``run_turn`` returns), ``"deferred"`` (the caller calls ``start()``/``wait()``) or
-            ``"off"``.
-        timeout_s: seconds per model call, or None for litellm's default.
-        model_kwargs: extra keyword arguments for every model call of the turn (``temperature``,
-            ``api_base``, litellm's ``mock_response`` ...).
-        now: the turn's time (UTC) used for the profile's Recent Topics, or None for the clock
-            (replays pass the recorded session time).
-        memory_protocol: when the MEMORY PROTOCOL block is added (agents with the MEMORY tool
-            only; never twice): ``"auto"`` (default) adds it to a new conversation only, i.e.
-            when ``messages`` hold no earlier assistant or tool message; ``"include"`` adds it
-            to any turn whose system prompt lacks it (the conversation started with it and the
-            host rebuilds its system prompt each turn: pass ``"include"`` when the first turn's
-            :attr:`TurnResult.memory_protocol` was True); ``"omit"`` never adds it.
-        item_memory: load and inject the organisation memory and the user's memory items, and
-            extract items after the turn (needs a ``user_id``). The user's memory switch
-            (:func:`dbmemory.items.set_memory_switch`) still applies: off, nothing of the user's
-            memory is injected or updated, the profile included, and everything is kept.
-        item_skip_window: apply the organisation's extraction skip window to this turn's chat
-            (``session_id``): a message less than ``skip_window_seconds`` after the chat's last
-            extraction is not extracted. False extracts every turn (``replay`` passes False:
-            recorded transcripts carry one time per session, not per message).
-    """
-
-    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
-    max_tool_result_chars: int = DEFAULT_MAX_RESULT_CHARS
-    user_memory: Any = None
-    user_memory_enabled: bool = True
-    native_anthropic_memory_tool: bool = False
-    post_process: PostProcessMode = "background"
-    timeout_s: float | None = None
-    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    now: dt.datetime | None = None
-    memory_protocol: ProtocolMode = "auto"
-    item_memory: bool = True
-    item_skip_window: bool = True
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
-            raise InvalidArgumentError(
-                f"max_tool_calls must be a whole number >= 0, got {self.max_tool_calls!r}: "
-                f"pass e.g. max_tool_calls={DEFAULT_MAX_TOOL_CALLS}"
-            )
-        if self.post_process not in ("background", "inline", "deferred", "off"):
-            raise InvalidArgumentError(
-                f"post_process must be 'background', 'inline', 'deferred' or 'off', got "
-                f"{self.post_process!r}: pick one of them"
-            )
-        if self.memory_protocol not in ("auto", "include", "omit"):
-            raise InvalidArgumentError(
-                f"memory_protocol must be 'auto', 'include' or 'omit', got {self.memory_protocol!r}"
-            )
-        _check_config_fields(self)
-
-
-@dataclass(frozen=True)
-class TurnEvent:
-    """Something that happened during a turn, for live display (the ``chat`` command).
-
-    Attributes:
-        kind: ``"memory_loading"``, ``"memory_loaded"`` (data: the profile state or None),
-            ``"memory_load_failed"`` (data: the exception), ``"model_call"`` (a
-            :class:`ModelCallRecord`), ``"tool_call"`` (a :class:`ToolCallRecord`),
-            ``"tool_limit"`` (data: the limit), ``"answer"`` (data: the text),
-            ``"memory_updating"``, ``"memory_updated"`` (data: the consolidation result) or
-            ``"memory_update_failed"`` (data: the exception). The ``memory_updat*`` events come
-            from the post-processing thread.
-        data: see ``kind``.
-    """
-
-    kind: str
-    data: object = None
-
-
-EventHandler = Callable[[TurnEvent], None]
-
-
-@dataclass(frozen=True)
-class ModelCallRecord:
-    """One model call of the turn.
-
-    Attributes:
-        model: the litellm model name.
-        usage: token usage as reported (zeros when not reported).
-        duration_s: wall time in seconds.
-        finish_reason: the provider's finish reason.
-        tool_calls: number of tool calls the answer requested.
-    """
-
-    model: str
-    usage: Usage
-    duration_s: float
-    finish_reason: str | None
-    tool_calls: int
-
-
-@dataclass
-class TurnResult:
-    """What one turn produced.
-
-    Attributes:
-        answer: the model's final text, unchanged.
-        finish_reason: the final call's finish reason (``"stop"``, ``"length"``, ...).
-        tool_calls: every tool call executed (or refused over the limit), in order.
-        model_calls: every model call, in order, with its token usage and time.
-        timings: seconds per stage: ``ready``, ``load``, ``model``, ``tools``, ``total``.
-        tool_limit_reached: True when the model asked for more than ``max_tool_calls`` calls.
-        memory_tool: whether the agent had the MEMORY tool.
-        profile_loaded: whether a profile was injected into the system prompt.
-        memory_protocol: whether the system prompt sent carried the MEMORY PROTOCOL block (added
-            by this turn or already in the caller's system prompt).
-        messages: the full message list of the turn (system prompt, history, tool messages and
-            the final assistant message).
-        post_processing: the post-processing handle (:class:`PostProcessing` or
-            :class:`AsyncPostProcessing`; its result is the profile's consolidation result, or
-            None when only items were processed), or None when user memory was off.
-        org_memory_loaded: whether an organisation-memory block was injected.
-        items_injected: the memory items injected (selected and within the budget), in order.
-        item_extraction: the :class:`~dbmemory.items.extract.ExtractionResult` once the
-            post-processing extracted items (None before, or when it did not run).
-    """
-
-    answer: str
-    finish_reason: str | None
-    tool_calls: list[ToolCallRecord]
-    model_calls: list[ModelCallRecord]
-    timings: dict[str, float]
-    tool_limit_reached: bool
-    memory_tool: bool
-    profile_loaded: bool
-    messages: list[dict[str, Any]]
-    memory_protocol: bool = False
-    post_processing: PostProcessing | AsyncPostProcessing | None = None
-    org_memory_loaded: bool = False
-    items_injected: tuple[Any, ...] = ()
-    item_extraction: Any = None
-
-    @property
-    def usage(self) -> Usage:
-        """Token usage summed over the turn's model calls."""
-        return Usage(
-            prompt_tokens=sum(c.usage.prompt_tokens for c in self.model_calls),
-            completion_tokens=sum(c.usage.completion_tokens for c in self.model_calls),
-        )
-
-    @property
-    def memory_tool_calls(self) -> list[ToolCallRecord]:
-        """The MEMORY tool calls only."""
-        return [c for c in self.tool_calls if c.name == MEMORY_TOOL_NAME]
-
-
-# ----------------------------------------------------------------------------- operations
-# The turn is written once, as a generator that yields operations; a sync and an async driver
-# run them. This keeps run_turn and arun_turn one implementation.
-
-
-@dataclass
-class _Context:
-    agent_code: str
-    user_id: str | None
-    session_id: str | None
-    run_context: Mapping[str, object] | None
-    messages: list[dict[str, Any]]
-    model: str
-    tools: Sequence[Mapping[str, Any]]
-    tool_handler: ToolHandler | None
-    config: TurnConfig
-    on_event: EventHandler | None
-    step_logger: Any = None
-    memory_config: Any = None
-    state: Any = None
-    memory_on: bool = False
-    org_id: str = "default"
-    items_on: bool = False
-    items: Any = None
-    load_failed: bool = False
-
-
-def _emit(ctx: _Context, kind: str, data: object = None) -> None:
-    if ctx.on_event is None:
-        return
-    try:
-        ctx.on_event(TurnEvent(kind, data))
-    except Exception:  # a display callback must never break the turn
-        logger.warning("turn event handler failed for %s", kind, exc_info=True)
-
-
-def _memory_model(ctx: _Context) -> str:
-    """The profile's effective model (tokenizer and consolidation calls)."""
-    cfg = ctx.memory_config
-    if cfg is not None:
-        return cfg.effective_model(ctx.model) or ctx.model
-    return ctx.model
-
-
-def _memory_tool(conn: Connection, ctx: _Context) -> Any:
-    """The turn's MemoryTool (its constructor runs check_run_ready), or None when the agent has no memory."""
-    from dbmemory.tool import MemoryTool
-
-    try:
-        return MemoryTool(
-            conn,
-            ctx.agent_code,
-            user_id=ctx.user_id,
-            session_id=ctx.session_id,
-            run_context=ctx.run_context,
-            actor=f"turn agent={ctx.agent_code}" + (f" user={ctx.user_id}" if ctx.user_id else ""),
-        )
-    except NotFoundError:
-        return None  # memory never enabled for this agent: no MEMORY tool
-    except InvalidScopeError as exc:
-        if exc.code == "memory_disabled":
-            return None
-        raise
-
-
-def _load(conn: Connection, ctx: _Context) -> Any:
-    from dbmemory.profile.load import load_user_memory
-
-    with conn.begin_nested():  # a failed read must not poison the caller's transaction
-        return load_user_memory(
-            conn, ctx.user_id, config=ctx.memory_config, model=_memory_model(ctx), step_logger=ctx.step_logger
-        )
-
-
-def _split_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    system_parts = []
-    rest = []
-    for message in messages:
-        if message.get("role") == "system" and not rest:
-            content = message.get("content")
-            system_parts.append(content if isinstance(content, str) else str(content or ""))
-        else:
-            rest.append(dict(message))
-    return "\n\n".join(p for p in system_parts if p.strip()), rest
-
-
-def _ongoing(history: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether ``history`` holds earlier turns of a conversation (assistant or tool messages)."""
-    return any(m.get("role") in ("assistant", "tool", "function") for m in history)
-
-
-def _wants_protocol(mode: ProtocolMode, system: str, history: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether this turn adds the MEMORY PROTOCOL block (see the module doc)."""
-    from dbmemory.prompts import has_memory_protocol
-
-    if mode == "omit" or has_memory_protocol(system):
-        return False
-    return mode == "include" or not _ongoing(history)
-
-
-def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-            return str(content or "")
-    return ""
-
-
-def _earlier_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The text of every user message but the last, oldest first."""
-    texts = [_last_user_text([m]) for m in messages if m.get("role") == "user"]
-    return texts[:-1]
-
-
-def _limit_record(call: object, limit: int) -> ToolCallRecord:
-    call_id, name, arguments = tool_call_parts(call)
-    text = (
-        f"Error: the limit of {limit} tool calls for this turn is reached; this call was not run. "
-        "Answer the user now with what you have."
-    )
-    return ToolCallRecord(call_id, name, arguments, text, True, 0.0)
-
-
-def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
-    cfg = ctx.config
-    timings = {"ready": 0.0, "load": 0.0, "model": 0.0, "tools": 0.0, "total": 0.0}
-    started = time.perf_counter()
-
-    memory_tool = yield Db(lambda conn: _memory_tool(conn, ctx))
-    has_tool = memory_tool is not None
-    timings["ready"] = time.perf_counter() - started
-
-    if ctx.items_on:
-        from dbmemory.agent import item_memory
-
-        t0 = time.perf_counter()
-        try:
-            ctx.items = yield Db(
-                lambda conn: item_memory.load(conn, org_id=ctx.org_id, user_id=ctx.user_id, now=cfg.now)
-            )
-        except Exception:
-            logger.warning("loading the organisation memory and items failed; the turn runs without them", exc_info=True)
-            item_memory.count_failure("load")
-        else:
-            if not ctx.items.memory_on:
-                ctx.memory_on = False  # the memory switch is off: no profile either, all kept
-            _emit(ctx, "items_loaded", ctx.items)
-        timings["load"] += time.perf_counter() - t0
-
-    load_failed = False
-    if ctx.memory_on:
-        _emit(ctx, "memory_loading")
-        t0 = time.perf_counter()
-        try:
-            ctx.state = yield Db(lambda conn: _load(conn, ctx))
-        except Exception as exc:
-            # not an empty memory: say so to the model and skip consolidation for this turn
-            logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
-            ctx.memory_on = False
-            ctx.load_failed = load_failed = True
-            _emit(ctx, "memory_load_failed", exc)
-        else:
-            _emit(ctx, "memory_loaded", ctx.state)
-        timings["load"] += time.perf_counter() - t0
-
-    system, history = _split_system(ctx.messages)
-    parts = [system] if system.strip() else []
-    from dbmemory.prompts import get_memory_protocol, has_memory_protocol
-
-    if has_tool and _wants_protocol(cfg.memory_protocol, system, history):
-        parts.append(get_memory_protocol())
-    protocol_sent = has_memory_protocol("\n\n".join(parts))
-    profile_loaded = False
-    profile_section = ""
-    if ctx.memory_on and ctx.state is not None:
-        from dbmemory.profile.load import memory_prompt_section
-
-        profile_section = memory_prompt_section(ctx.state)
-        profile_loaded = bool(profile_section)
-    elif load_failed:
-        profile_section = LOAD_FAILED_NOTE
-    if ctx.items is not None:
-        from dbmemory.agent import item_memory
-
-        parts.extend(
-            item_memory.blocks(
-                ctx.items, profile_section, _last_user_text(ctx.messages),
-                model=_memory_model(ctx), timeout=cfg.timeout_s,
-            )
-        )
-    elif profile_section:
-        parts.append(profile_section)
-    messages: list[dict[str, Any]] = ([{"role": "system", "content": "\n\n".join(parts)}] if parts else []) + history
-
-    native = cfg.native_anthropic_memory_tool and is_anthropic_model(ctx.model)
-    tool_list = memory_tools(ctx.tools, native_anthropic=native) if has_tool else [dict(t) for t in ctx.tools]
-    kwargs = dict(cfg.model_kwargs)
-    records: list[ToolCallRecord] = []
-    model_calls: list[ModelCallRecord] = []
-    limit_reached = False
-    executed = 0
-    final_call = False
-    while True:
-        call_kwargs = dict(kwargs)
-        if final_call:
-            call_kwargs["tool_choice"] = "none"
-        t0 = time.perf_counter()
-        try:
-            completion: Completion = yield Model(messages, tool_list or None, call_kwargs)
-        except Exception:
-            if not final_call:
-                raise
-            # some providers refuse tool_choice: ask once more without it
-            logger.info("the final call with tool_choice='none' failed; retrying without it", exc_info=True)
-            call_kwargs.pop("tool_choice", None)
-            completion = yield Model(messages, tool_list or None, call_kwargs)
-        elapsed = time.perf_counter() - t0
-        timings["model"] += elapsed
-        mc = ModelCallRecord(ctx.model, completion.usage, elapsed, completion.finish_reason, len(completion.tool_calls))
-        model_calls.append(mc)
-        _emit(ctx, "model_call", mc)
-        if not completion.tool_calls or final_call:
-            answer = completion.text
-            finish = completion.finish_reason
-            messages.append({"role": "assistant", "content": answer})
-            break
-        messages.append(assistant_message(completion))
-        t0 = time.perf_counter()
-        for call in completion.tool_calls:
-            if executed < cfg.max_tool_calls:
-                record = yield Tool(call, memory_tool)
-                executed += 1
-            else:
-                record = _limit_record(call, cfg.max_tool_calls)
-                if not limit_reached:
-                    limit_reached = True
-                    logger.warning(
-                        "turn of agent %r reached max_tool_calls=%d; asking the model to answer",
-                        ctx.agent_code,
-                        cfg.max_tool_calls,
-                    )
-                    _emit(ctx, "tool_limit", cfg.max_tool_calls)
-            records.append(record)
-            messages.append(tool_message(record.id, record.result, name=record.name))
-            _emit(ctx, "tool_call", record)
-        timings["tools"] += time.perf_counter() - t0
-        if limit_reached:
-            final_call = True
-    _emit(ctx, "answer", answer)
-    timings["total"] = time.perf_counter() - started
-    return TurnResult(
-        answer=answer,
-        finish_reason=finish,
-        tool_calls=records,
-        model_calls=model_calls,
-        timings=timings,
-        tool_limit_reached=limit_reached,
-        memory_tool=has_tool,
-        profile_loaded=profile_loaded,
-        messages=messages,
-        memory_protocol=protocol_sent,
-        org_memory_loaded=ctx.items is not None and bool(ctx.items.memory_on and ctx.items.org_memory.strip()),
-        items_injected=tuple(ctx.items.injected) if ctx.items is not None else (),
-    )
 
 
 # ----------------------------------------------------------------------------- drivers

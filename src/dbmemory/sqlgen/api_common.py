@@ -9,6 +9,7 @@ there, so a change to the Python rule changes the rendered SQL (and the drift ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dbmemory.errors import (
@@ -202,6 +203,45 @@ def protocol_lines() -> list[str]:
     from dbmemory.prompts import get_memory_protocol
 
     return get_memory_protocol().split("\n")
+
+
+def protocol_parts(quote: Callable[[str], str], code_point: Callable[[str], str]) -> list[list[str]]:
+    """The MEMORY PROTOCOL (:func:`protocol_lines`) as SQL pieces, one list per line: each ASCII
+    run as ``quote(run)``, each other character as ``code_point(char)`` (the scripts stay pure
+    ASCII); an empty line is an empty list. Each backend joins the pieces its own way."""
+    lines = []
+    for line in protocol_lines():
+        parts = []
+        for is_ascii, run in split_ascii(line):
+            if is_ascii:
+                parts.append(quote(run))
+            else:
+                parts.extend(code_point(c) for c in run)
+        lines.append(parts)
+    return lines
+
+
+OWN_KEY_PREFIXES: tuple[tuple[str, int], ...] = (("user:", 2), ("context:", 3))
+"""The agent-keyed store keys besides ``agent:<A>`` that :func:`dbmemory.stores._own_store_ids`
+counts as the agent's own, with the number of ``:`` in such a key: ``user:<A>:<U>`` and
+``context:<A>:<K>:<V>`` (a store-code key ``context:store:<C>:<K>:<V>`` has 4)."""
+
+
+def own_store_condition(
+    key_is: Callable[[str], str],
+    starts_with: Callable[[str, int], str],
+    colons: Callable[[int], str],
+) -> str:
+    """The SQL condition on ``dbm_stores s`` that picks the stores ``p_agent_code`` owns, by
+    exact key (:func:`dbmemory.stores._own_store_ids`), from the backend's three fragments:
+    ``key_is(prefix)`` (``s.store_key`` equals ``prefix`` + the agent code),
+    ``starts_with(prefix, n)`` (the first ``n`` + agent-code-length characters of the key are
+    ``prefix`` + the agent code + ``:``) and ``colons(k)`` (the key has ``k`` colons)."""
+    alternatives = [key_is("agent:")] + [
+        f"({starts_with(prefix, len(prefix) + 1)}\n            AND {colons(count)})"
+        for prefix, count in OWN_KEY_PREFIXES
+    ]
+    return "(" + "\n        OR ".join(alternatives) + ")"
 
 
 def split_ascii(line: str) -> list[tuple[bool, str]]:

@@ -16,8 +16,8 @@ from dbmemory.sqlgen.api_common import (
     MAX_DETAIL_CHARS,
     MIRRORED as M,
     PATH_RULE,
-    protocol_lines,
-    split_ascii,
+    own_store_condition,
+    protocol_parts,
 )
 
 S = API_NAME
@@ -32,15 +32,12 @@ def _fail_cases() -> str:
 
 
 def _protocol_expr() -> str:
-    lines = []
-    for line in protocol_lines():
-        parts = []
-        for is_ascii, run in split_ascii(line):
-            if is_ascii:
-                parts.append(_q(run))
-            else:
-                parts.extend(f"TO_CHAR(UNISTR('\\{ord(c):04X}'))" for c in run)
-        lines.append(" || ".join(parts) if parts else "''")
+    """dbmemory.prompts.get_memory_protocol as one expression of ASCII literals and UNISTR()."""
+
+    def code_point(char: str) -> str:
+        return f"TO_CHAR(UNISTR('\\{ord(char):04X}'))"
+
+    lines = [" || ".join(parts) if parts else "''" for parts in protocol_parts(_q, code_point)]
     return "\n      || CHR(10) || ".join(lines)
 
 
@@ -57,12 +54,10 @@ def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: 
 _DIR_PROBE = "v_bad := files_under(p_store_id, p_path)"
 """Files under ``p_path/`` (it is a directory): ``files_under`` of the package body."""
 
-_OWN = (
-    "(s.store_key = 'agent:' || p_agent_code\n"
-    "        OR (SUBSTR(s.store_key, 1, LENGTH(p_agent_code) + 6) = 'user:' || p_agent_code || ':'\n"
-    "            AND REGEXP_COUNT(s.store_key, ':') = 2)\n"
-    "        OR (SUBSTR(s.store_key, 1, LENGTH(p_agent_code) + 9) = 'context:' || p_agent_code || ':'\n"
-    "            AND REGEXP_COUNT(s.store_key, ':') = 3))"
+_OWN = own_store_condition(
+    lambda prefix: f"s.store_key = '{prefix}' || p_agent_code",
+    lambda prefix, n: f"SUBSTR(s.store_key, 1, LENGTH(p_agent_code) + {n}) = '{prefix}' || p_agent_code || ':'",
+    lambda count: f"REGEXP_COUNT(s.store_key, ':') = {count}",
 )
 
 
