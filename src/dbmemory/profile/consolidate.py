@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from dbmemory.errors import ConflictError, DbMemoryError
 from dbmemory.profile import prompts
 from dbmemory.profile.answers import extract_body, first_word, is_word_answer
+from dbmemory.profile.calls import ModelCall, _call_within, _DeadlineExceeded
 from dbmemory.profile.budget import fit_profile, hard_truncate
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.detectors import (
@@ -84,29 +84,6 @@ log = logging.getLogger(__name__)
 ConnFactory = Callable[[], AbstractContextManager["Connection"]]
 """A no-argument callable returning a context manager that yields a connection inside a
 transaction and commits it on success, e.g. ``engine.begin``."""
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """One model call of a consolidation.
-
-    Attributes:
-        purpose: ``"gate"``, ``"rewrite"``, ``"scrub"`` or ``"condense"``.
-        model: the model name.
-        prompt_tokens: provider-reported prompt tokens (0 when unknown or failed).
-        completion_tokens: provider-reported completion tokens.
-        seconds: wall time of the call.
-        finish_reason: the provider's finish reason, or None.
-        error: the exception class name when the call raised, else None.
-    """
-
-    purpose: str
-    model: str | None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    finish_reason: str | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -162,37 +139,6 @@ class _Stop(Exception):
         super().__init__(outcome)
         self.outcome = outcome
         self.reason = reason
-
-
-class _DeadlineExceeded(Exception):
-    """A model call was still running when the consolidation's deadline passed (internal)."""
-
-
-def _call_within(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn()`` in a daemon worker thread, waited for at most ``seconds``.
-
-    Raises:
-        _DeadlineExceeded: ``fn`` had not returned in time; it is abandoned (its result is
-            dropped, and it holds no database connection: only model calls run here).
-        Exception: what ``fn`` raised.
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="dbmemory-profile-call", daemon=True).start()
-    if not done.wait(max(0.0, seconds)):
-        raise _DeadlineExceeded()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
