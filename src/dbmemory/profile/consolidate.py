@@ -526,6 +526,7 @@ class UserMemoryPostprocessor:
                 expected_version=state.version if state is not None else 0,
                 root_folder=self.config.root_folder,
                 actor=self.actor,
+                store_id=state.store_id if state is not None else None,
             )
 
     def _reload(self) -> UserMemoryState | None:

@@ -252,8 +252,14 @@ def write_profile(
     expected_version: int | None,
     root_folder: str = DEFAULT_ROOT_FOLDER,
     actor: str = "profile",
+    store_id: int | None = None,
 ) -> FileRecord:
     """Write ``user_id``'s profile with compare-and-set, expiry-exempt, audited.
+
+    With the store's id known (``store_id``, e.g. :attr:`UserMemoryState.store_id` of the load
+    the rewrite started from) the store row and the file row are locked and read by one
+    statement; the row found must carry the user's store key, else the write looks the store
+    up by its key as without an id (an id of a dropped store, or one reused, is never written).
 
     Args:
         conn: a connection in the caller's transaction (the write and its audit event join it).
@@ -263,6 +269,7 @@ def write_profile(
             None = overwrite whatever is there (admin edits and imports only).
         root_folder: the profile namespace.
         actor: recorded in the audit event.
+        store_id: the profile store's id when known (a hint, checked against the key).
 
     Returns:
         The :class:`~dbmemory.model.FileRecord` after the write.
@@ -271,14 +278,15 @@ def write_profile(
         ConflictError: the profile is not at ``expected_version`` (changed meanwhile).
         InvalidScopeError: invalid user id or root folder.
         CapExceededError: the text exceeds the file cap (100,000 characters).
-        InvalidArgumentError: ``conn``, ``text``, ``expected_version`` or ``actor`` of the
-            wrong type or range.
+        InvalidArgumentError: ``conn``, ``text``, ``expected_version``, ``actor`` or
+            ``store_id`` of the wrong type or range.
     """
     from dbmemory import files
     from dbmemory import validate as _v
 
     _v.arguments(conn=conn, actor=actor)
     _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
+    _v.check_int(store_id, "store_id", minimum=1, maximum=_v.INT64_MAX, optional=True)
     from dbmemory.model import StoreRef
 
     ref = StoreRef(
@@ -286,6 +294,7 @@ def write_profile(
         scope=RESERVED_SCOPE,
         agent_code=None,
         store_code=root_folder,
+        store_id=store_id,
     )
     return files.put_file(
         conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,
