@@ -429,6 +429,7 @@ def test_steps_are_logged_and_a_failing_load_never_leaves_a_step_running(
         raise StorageError("the memory store could not be reached")
 
     monkeypatch.setattr(load_module, "read_profile", broken)
+    monkeypatch.setattr(load_module, "read_profile_for_load", broken)  # the warm load's read
     failing = RecordingStepLogger()
     with pytest.raises(StorageError):
         _load(db, step_logger=failing)
