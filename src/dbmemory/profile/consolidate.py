@@ -53,6 +53,7 @@ from dbmemory.profile.budget import fit_profile, hard_truncate
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.detectors import (
     OwnContacts,
+    ScanResult,
     find_emails,
     find_phones,
     own_contacts_from_text,
@@ -209,6 +210,7 @@ class UserMemoryPostprocessor:
         self.actor = actor
         self.deadline_s = config.deadline_s if deadline_s is None else deadline_s
         self._deadline = float("inf")
+        self._scanned: dict[tuple[str, OwnContacts], ScanResult] = {}
 
     # -- public ------------------------------------------------------------------------------
 
@@ -225,6 +227,7 @@ class UserMemoryPostprocessor:
         """
         started = time.perf_counter()
         self._deadline = time.monotonic() + self.deadline_s
+        self._scanned = {}
         result = ConsolidationResult()
         try:
             self._run(result, user_message or "", assistant_message or "")
@@ -342,7 +345,7 @@ class UserMemoryPostprocessor:
 
         body = self._scrub(result, body)
         own = self._own_contacts(base, user_message)
-        checked = scan(body, own=own)
+        checked = self._scan_once(body, own)
         if checked.counts:
             self._count_redactions(result, checked.counts)
         sections = extract_body(checked.text).parsed
@@ -372,7 +375,7 @@ class UserMemoryPostprocessor:
             condensed = extract_body(reply.text)
             if condensed.parsed is None:
                 return None
-            rechecked = scan(render_body(condensed.parsed.sections), own=own)
+            rechecked = self._scan_once(render_body(condensed.parsed.sections), own)
             if rechecked.counts:
                 self._count_redactions(result, rechecked.counts)
             return rechecked.text
@@ -413,10 +416,21 @@ class UserMemoryPostprocessor:
 
     def _detect(self, result: ConsolidationResult, body: str, own: OwnContacts) -> str:
         """``body`` after the deterministic detectors (hits redacted and counted), canonical."""
-        checked = scan(body, own=own)
+        checked = self._scan_once(body, own)
         if checked.counts:
             self._count_redactions(result, checked.counts)
         return render_body(parse_body(checked.text).sections)
+
+    def _scan_once(self, body: str, own: OwnContacts) -> ScanResult:
+        """:func:`~dbmemory.profile.detectors.scan` of ``body``, remembered for this run: the
+        write gate judges the body about to be written, which is usually the very text the draft
+        checked (same text and contacts, same result; no hit is counted twice, since a text with
+        hits changes when they are redacted)."""
+        key = (body, own)
+        checked = self._scanned.get(key)
+        if checked is None:
+            checked = self._scanned[key] = scan(body, own=own)
+        return checked
 
     def _check_deadline(self) -> None:
         if time.monotonic() >= self._deadline:
