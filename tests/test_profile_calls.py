@@ -54,3 +54,11 @@ def test_idle_workers_are_bounded() -> None:
         thread.join(5.0)
     time.sleep(0.1)
     assert len(calls._idle) <= calls.MAX_IDLE_WORKERS
+
+
+def test_a_call_never_sees_context_variables_of_an_earlier_call() -> None:
+    import contextvars
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    assert _call_within(lambda: marker.set("first call") and marker.get(), 5.0) == "first call"
+    assert _call_within(marker.get, 5.0) == "unset"

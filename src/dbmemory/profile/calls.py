@@ -9,6 +9,7 @@ answer is never read) and :class:`_DeadlineExceeded` is raised. :class:`ModelCal
 
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import threading
@@ -66,7 +67,9 @@ class _Worker:
         while True:
             fn, box, done = self.inbox.get()
             try:
-                box["value"] = fn()
+                # an empty context per call, as a new thread had: nothing set by one call's
+                # context variables reaches the next call on this worker
+                box["value"] = contextvars.Context().run(fn)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 box["error"] = exc
             finally:
