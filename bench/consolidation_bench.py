@@ -17,10 +17,10 @@ The *warm load* is ``load_user_memory`` of an unchanged profile in one committed
 held connection, against the floor's one ``SELECT`` of the row, alternating.
 
 The per-phase split comes from a separate, instrumented pass (wrapping the functions costs
-~1 µs a call): ``yaml`` (frontmatter parse), ``format`` (other parsing and rendering),
+~1 µs a call; medians per phase over its turns): ``yaml`` (frontmatter parse), ``format`` (other parsing and rendering),
 ``scrub`` (the deterministic detectors: :func:`~dbmemory.profile.detectors.scan` and the
 own-contact finders), ``tokens`` (counting), ``db`` (inside the postprocessor's transactions),
-``model`` (the canned calls including thread dispatch), ``other`` (the rest).
+``model`` (the canned calls including thread dispatch), ``total`` (the whole run).
 
 Run (PostgreSQL and MariaDB from DBMEMORY_TEST_POSTGRES_URL / DBMEMORY_TEST_MYSQL_URL; a fresh
 database ``dbm_consolidation_bench`` is made there)::
@@ -326,9 +326,7 @@ def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
     load_ns: list[int] = []
     select_ns: list[int] = []
     model_ns: list[int] = []
-    split: dict[str, int] = {}
-    split_total = 0
-    split_turns = 0
+    split: dict[str, list[int]] = {}
     statements: list[int] = []
     floor_text: dict[str, tuple[int, str]] = {}
     turn = 0
@@ -381,10 +379,8 @@ def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
                 if r == 0:
                     continue
                 if phases is not None:
-                    for k, v in phases.result().items():
-                        split[k] = split.get(k, 0) + v
-                    split_total += t4 - t3
-                    split_turns += 1
+                    for k, v in {**phases.result(), "total": t4 - t3}.items():
+                        split.setdefault(k, []).append(v)
                     statements.append(sum(
                         1 for s in seen if s.split(None, 1)[0].upper() not in ("BEGIN", "COMMIT")))
                     continue
@@ -397,9 +393,9 @@ def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
         conn.close()
         floor.close()
     lib, fl = _summary(lib_ns), _summary(floor_ns)
-    per_turn = {k: round(v / split_turns / 1000, 1) for k, v in split.items()}
-    per_turn["total"] = round(split_total / split_turns / 1000, 1)
-    per_turn["other"] = round(per_turn["total"] - sum(v for k, v in per_turn.items() if k != "total"), 1)
+    # medians per phase over the instrumented turns (robust to a neighbour's burst; they need
+    # not add up to the median total exactly)
+    per_turn = {k: round(statistics.median(v) / 1000, 1) for k, v in split.items()}
     load, sel = _summary(load_ns), _summary(select_ns)
     return {
         "turns": len(lib_ns),
@@ -408,7 +404,7 @@ def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
         "overhead_p50_us": round(lib["p50_us"] - fl["p50_us"], 1),
         "ratio_p50": round(lib["p50_us"] / fl["p50_us"], 2),
         "canned_model_p50_us": _p(model_ns, 0.5),
-        "split_us_per_turn (instrumented)": per_turn,
+        "split_p50_us (instrumented)": per_turn,
         "statements_per_turn": statements[0] if statements else None,
         "warm_load": load,
         "one_select": sel,
@@ -421,6 +417,7 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql,mysql")
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--label", default="", help="what code ran (e.g. 'before: <commit>')")
     args = parser.parse_args()
     from dbmemory.db.engine import create_engine
     from dbmemory.db.migrate import upgrade
@@ -431,7 +428,7 @@ def main() -> None:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "load_before": round(os.getloadavg()[0], 2),
-        "users": args.users, "rounds": args.rounds, "results": {},
+        "users": args.users, "rounds": args.rounds, "label": args.label, "results": {},
     }
     try:
         import yaml
