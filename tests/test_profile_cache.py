@@ -273,6 +273,29 @@ def test_a_warm_load_is_one_select_without_savepoint(db: Engine) -> None:
             counter.close()
 
 
+def test_a_warm_load_reads_only_the_columns_it_uses(db: Engine) -> None:
+    """Issue 12: the load's statement leaves out the timestamps (and their conversion)."""
+    _write(db, ["lean"], 0)
+    statements: list[str] = []
+
+    def on(conn: Connection, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    with db.connect() as conn:
+        with conn.begin():
+            assert load_user_memory(conn, USER, config=CONFIG, model=MODEL) is not None
+        sa.event.listen(db, "before_cursor_execute", on)
+        try:
+            with conn.begin():
+                state = load_user_memory(conn, USER, config=CONFIG, model=MODEL)
+        finally:
+            sa.event.remove(db, "before_cursor_execute", on)
+    assert state is not None and "- lean" in state.body and state.version == 1
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 1
+    assert "memory_enabled" in selects[0] and "created_at" not in selects[0]
+
+
 def test_opted_out_and_first_turn_keep_their_outcomes(db: Engine) -> None:
     with db.connect() as conn:
         with conn.begin():  # the connection reads the settings table once
@@ -406,8 +429,13 @@ def test_concurrent_use_keeps_the_bound_and_never_mixes_entries() -> None:
 
 @pytest.mark.parametrize(
     "statement",
-    [store.SELECT_PROFILE, store.SELECT_PROFILE_AND_SETTING, optout._SELECT_ENABLED],
-    ids=["select_profile", "select_profile_and_setting", "select_memory_enabled"],
+    [
+        store.SELECT_PROFILE,
+        store.SELECT_PROFILE_AND_SETTING,
+        store.SELECT_PROFILE_FOR_LOAD,
+        optout._SELECT_ENABLED,
+    ],
+    ids=["select_profile", "select_profile_and_setting", "select_profile_for_load", "select_memory_enabled"],
 )
 def test_the_profile_read_compiles_for_oracle_19c(statement: Any) -> None:
     from test_oracle_compile import _compiled, _regex_problems, _sqlglot_problems

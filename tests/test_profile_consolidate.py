@@ -429,6 +429,7 @@ def test_steps_are_logged_and_a_failing_load_never_leaves_a_step_running(
         raise StorageError("the memory store could not be reached")
 
     monkeypatch.setattr(load_module, "read_profile", broken)
+    monkeypatch.setattr(load_module, "read_profile_for_load", broken)  # the warm load's read
     failing = RecordingStepLogger()
     with pytest.raises(StorageError):
         _load(db, step_logger=failing)
@@ -510,3 +511,46 @@ def test_two_concurrent_turns_never_lose_an_update(db: Engine, backend_name: str
     skills = parse_profile(_stored(db)).sections["Skills & Expertise"]
     assert "- Rust" in skills and "- Go" in skills
     assert parse_profile(_stored(db)).turn_count == 9
+
+
+def test_a_turn_writes_with_one_locking_read_and_a_stale_store_id_is_never_written(
+    db: Engine,
+) -> None:
+    """Issue 12: the write locks store and file row with one statement (the store id from the
+    load), besides the opt-out reads, the compare-and-set update, the counters and the audit."""
+    seen: list[str] = []
+
+    def on(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        word = statement.split(None, 1)[0].upper()
+        if word not in ("BEGIN", "COMMIT"):
+            seen.append(word)
+
+    _seed(db)
+    assert _run(db, FakeModel(rewrite=FULL)).outcome == "updated"  # warms the connections
+    state = _load(db)
+    assert state is not None
+    sa.event.listen(db, "before_cursor_execute", on)
+    try:
+        post = UserMemoryPostprocessor(
+            db, CONFIG, MODEL, "00123", state, now=fixed_now(NOW), metrics=ProfileMetrics(),
+            complete=FakeModel(rewrite=FULL.replace("window functions", "CTEs")),
+        )
+        assert post.run("I moved to the BI team.", "Congratulations!").outcome == "updated"
+    finally:
+        sa.event.remove(db, "before_cursor_execute", on)
+    # the opt-out before the model calls; in the write: the opt-out again, one locking read
+    # (before: the store id, the store row and the file row apart), then the write's statements
+    assert seen[:4] == ["SELECT", "SELECT", "SAVEPOINT", "SELECT"]
+    assert seen.count("SELECT") == 3 and seen[-1] == "RELEASE" and len(seen) <= 8
+    # an id that is not this user's store: the write finds the store by its key instead
+    _seed(db, "someone-else", SEED.replace('"00123"', '"someone-else"'))
+    other = _load(db, "someone-else")
+    assert other is not None and other.store_id != state.store_id
+    current = _load(db)
+    assert current is not None
+    with db.begin() as conn:
+        record = write_profile(
+            conn, "00123", FULL, expected_version=current.version, store_id=other.store_id
+        )
+    assert record.store_id == state.store_id and _stored(db) == FULL
+    assert parse_profile(_stored(db, "someone-else")).user_id == "someone-else"

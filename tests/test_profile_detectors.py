@@ -87,3 +87,42 @@ def test_scanning_redacted_text_again_finds_nothing() -> None:
     assert set(first.counts) == set(KINDS)
     second = scan(first.text)
     assert second.text == first.text and second.counts == {}
+
+
+# -- pre-filters (issue 12): a text is skipped by a pattern only when it cannot match ------------
+
+_FRAGMENTS = (
+    "password: hunter2", "db PASSWORD = 'S3cr3t!'", "my pasſword is x9!", "api_key=abc123",
+    "token: tok", "PİN is 1234", "sk-proj-abcdefghijklmnopqrstuvwxyz0123", "AKIAIOSFODNN7EXAMPLE",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+    "github_pat_11ABCDEFG0123456789abcdef", "glpat-abcdefghijklmnopqrst", "xoxb-1234567890-abc",
+    "sk_live_abcdefghijklmnop1234", "hf_abcdefghijklmnopqrstuvwxyz0123456", "npm_" + "a1" * 18,
+    "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4f",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "AIzaSyA1234567890abcdefghijklmnopqrstu",
+    "postgresql://app:pw123@db/app", "Bearer abcdefghijklmnopqrstuvwxyz012345",
+    "4111 1111 1111 1111", "3782-822463-10005", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1",
+    "DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "123-45-6789", "046 454 286",
+    "RSSMRA85T10A562S", "12345678Z", "X1234567L", "1 84 12 76 451 089 46", "756.1234.5678.97",
+    "4991 1866 5246", "111.444.777-35", "85.07.30-033.28", "130 692 544", "130-692-544", "131052-308T", "811228-9874",
+    "19811228-9874", "SSN", "passport number X1234567", "ſocial security number 078-05-1120",
+    "national insurance QQ 12 34 56 C", "tax id 12 345 678 901", "ID card no. AB123456",
+    "jane.doe@client.com", "+1 415 555 0199", "(555) 123-4567", "555.123.4567",
+    "030 12345678", "0049 30 1234567", "phone 1234567", "TEL: 12 34 56 78", "mobile is +4930123",
+    "2026-06-17 12:00 UTC", "note 12, 61681", "\u0663\u0664\u0665-\u0661\u0662-\u0666\u0667\u0668\u0669",
+    "٤١١١ ١١١١ ١١١١ ١١١١", "café", "KELVIN \u212a", "-", ".", " ", "\n", "0", "7", "+", "@", "/", ":",
+    "a", "Z", "_", "x", "A", "B",
+)
+
+
+def test_the_pre_filters_never_skip_a_pattern_that_would_match() -> None:
+    import random
+
+    from dbmemory.profile.detectors import OwnContacts, _scan
+
+    rng = random.Random(12)
+    own = OwnContacts.of(["me@example.com"], ["+49 30 1234567"])
+    for _ in range(3000):
+        parts = [rng.choice(_FRAGMENTS) for _ in range(rng.randrange(1, 6))]
+        text = "".join(rng.choice(("", " ", "\n", "-", ".", ":", "0")) + p for p in parts)
+        for contacts in (OwnContacts(), own):
+            assert _scan(text, contacts, gated=True) == _scan(text, contacts, gated=False), text

@@ -161,3 +161,37 @@ def test_echoed_delimiters_and_a_closing_remark_are_not_kept() -> None:
     extracted = extract_body("<profile>\n" + body + "\nLet me know if anything is wrong.\n</profile>")
     assert extracted.ok
     assert extracted.parsed.sections["Recent Topics"] == "- fact 5"
+
+
+@pytest.mark.parametrize(
+    "frontmatter",
+    [
+        'user_id: "00123"\nschema_version: 1\nlast_updated: "2026-11-30T10:00:00Z"\nturn_count: 7',
+        "user_id: 00123\nflag: no\nwhen: 2026-11-30T10:00:00Z\nratio: 1.50\nnull_text: ~",
+        'user_id: "a\\"b\\\\c\\n\\u00e9\\x85"\nteam: [blue, "00", {k: 010}]\nnested: {a: yes}',
+        "user_id: 'single ''quoted'''\nmulti: |\n  line one\n  line two",
+        "user_id: [unclosed",
+        "- a list\n- not a mapping",
+        "",
+    ],
+)
+def test_the_libyaml_loader_reads_frontmatter_exactly_as_the_pure_one(frontmatter: str) -> None:
+    import yaml
+
+    from dbmemory.profile import format as fmt
+
+    def pure(text: str) -> object:
+        try:
+            return yaml.load(text, Loader=fmt._TextLoader)  # noqa: S506 - SafeLoader subclass
+        except yaml.YAMLError as exc:
+            return type(exc)
+
+    def chosen(text: str) -> object:
+        try:
+            return fmt._load_yaml(text)
+        except yaml.YAMLError as exc:
+            return type(exc)
+
+    assert chosen(frontmatter) == pure(frontmatter)
+    if getattr(yaml, "__with_libyaml__", False):
+        assert fmt._LOADERS[0].__mro__[1] is yaml.CSafeLoader

@@ -150,3 +150,24 @@ def test_c12_update_of_a_long_profile_stays_within_budget_offline(
     assert "Name: Lee, DBA" in stored
     assert tokens.get_encoding("o200k_base") is not None  # the real tokenizer, not the estimate
     tokens._reset_cache_for_tests()
+
+
+def test_a_text_counted_again_is_not_encoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dbmemory.profile import tokens
+
+    encoding = tokens.get_encoding("o200k_base")
+    if encoding is None:
+        pytest.skip("no offline o200k_base file")
+    calls: list[str] = []
+    real = type(encoding).encode
+
+    def counting(self: object, text: str, **kwargs: object) -> list[int]:
+        calls.append(text)
+        return real(self, text, **kwargs)
+
+    monkeypatch.setattr(type(encoding), "encode", counting)
+    text = "a profile text counted twice in one turn " * 20
+    first = tokens.count_tokens(text, "gpt-4o")
+    assert tokens.count_tokens(text, "openai/gpt-4o") == first
+    assert calls == [text]
+    assert tokens.count_tokens(text + ".", "gpt-4o") >= first and len(calls) == 2

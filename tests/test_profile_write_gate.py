@@ -268,3 +268,26 @@ def test_arun_turns_post_processing_gives_up_at_the_deadline(db: Engine) -> None
     assert (consolidated.outcome, consolidated.reason) == ("error", "deadline")
     time.sleep(1.5)
     assert _stored(db) == before
+
+
+def test_the_write_gate_does_not_scan_the_drafts_unchanged_body_again(
+    db: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: the body the draft checked, written unchanged, is judged by that same scan."""
+    from dbmemory.profile import consolidate as consolidate_module
+    from dbmemory.profile.detectors import scan as real_scan
+
+    scanned: list[str] = []
+
+    def counting(text: str, **kwargs: Any) -> Any:
+        scanned.append(text)
+        return real_scan(text, **kwargs)
+
+    monkeypatch.setattr(consolidate_module, "scan", counting)
+    body = body_with({"Identity": ["Name: Dana"], "Recent Topics": ["window functions"]})
+    post = UserMemoryPostprocessor(
+        db, UserMemoryConfig(), "gpt-4o-mini", "u-gate-once", None,
+        complete=FakeModel(rewrite=body), metrics=ProfileMetrics(),
+    )
+    assert post.run("hi", "hello").outcome == "updated"
+    assert len(scanned) == 1

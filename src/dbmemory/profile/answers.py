@@ -210,4 +210,4 @@ def extract_body(answer: str | None) -> Extracted:
 
 def _is_noop_line(line: str) -> bool:
     """A line that is the word NOOP in a disguise (``NOOP``, ``**noop.**``, ``- NOOP``)."""
-    return first_word(line) == "noop" and len(line.strip()) <= 12
+    return len(line.strip()) <= 12 and first_word(line) == "noop"  # the cheap test first

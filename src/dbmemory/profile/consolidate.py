@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -49,10 +48,12 @@ from typing import TYPE_CHECKING, Any
 from dbmemory.errors import ConflictError, DbMemoryError
 from dbmemory.profile import prompts
 from dbmemory.profile.answers import extract_body, first_word, is_word_answer
+from dbmemory.profile.calls import ModelCall, _call_within, _DeadlineExceeded
 from dbmemory.profile.budget import fit_profile, hard_truncate
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.detectors import (
     OwnContacts,
+    ScanResult,
     find_emails,
     find_phones,
     own_contacts_from_text,
@@ -84,29 +85,6 @@ log = logging.getLogger(__name__)
 ConnFactory = Callable[[], AbstractContextManager["Connection"]]
 """A no-argument callable returning a context manager that yields a connection inside a
 transaction and commits it on success, e.g. ``engine.begin``."""
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """One model call of a consolidation.
-
-    Attributes:
-        purpose: ``"gate"``, ``"rewrite"``, ``"scrub"`` or ``"condense"``.
-        model: the model name.
-        prompt_tokens: provider-reported prompt tokens (0 when unknown or failed).
-        completion_tokens: provider-reported completion tokens.
-        seconds: wall time of the call.
-        finish_reason: the provider's finish reason, or None.
-        error: the exception class name when the call raised, else None.
-    """
-
-    purpose: str
-    model: str | None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    finish_reason: str | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -162,37 +140,6 @@ class _Stop(Exception):
         super().__init__(outcome)
         self.outcome = outcome
         self.reason = reason
-
-
-class _DeadlineExceeded(Exception):
-    """A model call was still running when the consolidation's deadline passed (internal)."""
-
-
-def _call_within(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn()`` in a daemon worker thread, waited for at most ``seconds``.
-
-    Raises:
-        _DeadlineExceeded: ``fn`` had not returned in time; it is abandoned (its result is
-            dropped, and it holds no database connection: only model calls run here).
-        Exception: what ``fn`` raised.
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="dbmemory-profile-call", daemon=True).start()
-    if not done.wait(max(0.0, seconds)):
-        raise _DeadlineExceeded()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
@@ -263,6 +210,7 @@ class UserMemoryPostprocessor:
         self.actor = actor
         self.deadline_s = config.deadline_s if deadline_s is None else deadline_s
         self._deadline = float("inf")
+        self._scanned: dict[tuple[str, OwnContacts], ScanResult] = {}
 
     # -- public ------------------------------------------------------------------------------
 
@@ -279,6 +227,7 @@ class UserMemoryPostprocessor:
         """
         started = time.perf_counter()
         self._deadline = time.monotonic() + self.deadline_s
+        self._scanned = {}
         result = ConsolidationResult()
         try:
             self._run(result, user_message or "", assistant_message or "")
@@ -396,7 +345,7 @@ class UserMemoryPostprocessor:
 
         body = self._scrub(result, body)
         own = self._own_contacts(base, user_message)
-        checked = scan(body, own=own)
+        checked = self._scan_once(body, own)
         if checked.counts:
             self._count_redactions(result, checked.counts)
         sections = extract_body(checked.text).parsed
@@ -426,7 +375,7 @@ class UserMemoryPostprocessor:
             condensed = extract_body(reply.text)
             if condensed.parsed is None:
                 return None
-            rechecked = scan(render_body(condensed.parsed.sections), own=own)
+            rechecked = self._scan_once(render_body(condensed.parsed.sections), own)
             if rechecked.counts:
                 self._count_redactions(result, rechecked.counts)
             return rechecked.text
@@ -467,10 +416,21 @@ class UserMemoryPostprocessor:
 
     def _detect(self, result: ConsolidationResult, body: str, own: OwnContacts) -> str:
         """``body`` after the deterministic detectors (hits redacted and counted), canonical."""
-        checked = scan(body, own=own)
+        checked = self._scan_once(body, own)
         if checked.counts:
             self._count_redactions(result, checked.counts)
         return render_body(parse_body(checked.text).sections)
+
+    def _scan_once(self, body: str, own: OwnContacts) -> ScanResult:
+        """:func:`~dbmemory.profile.detectors.scan` of ``body``, remembered for this run: the
+        write gate judges the body about to be written, which is usually the very text the draft
+        checked (same text and contacts, same result; no hit is counted twice, since a text with
+        hits changes when they are redacted)."""
+        key = (body, own)
+        checked = self._scanned.get(key)
+        if checked is None:
+            checked = self._scanned[key] = scan(body, own=own)
+        return checked
 
     def _check_deadline(self) -> None:
         if time.monotonic() >= self._deadline:
@@ -580,6 +540,7 @@ class UserMemoryPostprocessor:
                 expected_version=state.version if state is not None else 0,
                 root_folder=self.config.root_folder,
                 actor=self.actor,
+                store_id=state.store_id if state is not None else None,
             )
 
     def _reload(self) -> UserMemoryState | None:

@@ -25,6 +25,12 @@ counted once:
   the user declared as theirs in their own message, see :func:`own_contacts_from_text`).
 
 Scanning redacted text again finds nothing (markers contain no digits or ``@``).
+
+Cost: each pattern first asks a cheap necessary condition of the text (a literal, a stem of the
+case-folded text, or a digit layout such as ``000-00-0000``; see "pre-filters" below) and scans
+only when it holds, so a ~2,000-token profile without hits is checked in well under a
+millisecond instead of ~5 ms. The conditions never reject a text their pattern matches
+(tests/test_profile_detectors.py compares gated and ungated scans), so the hits are the same.
 """
 
 from __future__ import annotations
@@ -301,6 +307,143 @@ def _national_keyword(match: re.Match[str]) -> str | None:
     return whole[:start] + redaction_marker("national_id")
 
 
+# --------------------------------------------------------------------------- pre-filters
+#
+# Each pattern runs only when a cheap necessary condition on the current text holds, so a text
+# that cannot match is not scanned by it (a leading ``\b`` or look-behind makes Python's ``re``
+# try the pattern at every position). No condition rejects a text its pattern matches, so every
+# detection stays; a text that passes is scanned by the unchanged pattern. The conditions look at
+# three views of the text (:class:`_View`), each made once per text:
+#
+# * the text itself: literals every match contains (case-sensitive patterns);
+# * the *fold* (case-folded, the two Turkish i's made plain, so each character ``re`` matches
+#   case-insensitively to an ASCII letter becomes that letter): stems of the case-insensitive
+#   patterns;
+# * the *shape* (every decimal digit ``\d`` becomes ``0``) and the *dense* shape (also without
+#   spaces and dashes): digit layouts such as ``000-00-0000`` found with ``in``.
+
+
+class _View:
+    """The text being scanned and its fold and shapes, each made on first use."""
+
+    __slots__ = ("text", "_fold", "_shape", "_dense")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._fold: str | None = None
+        self._shape: str | None = None
+        self._dense: str | None = None
+
+    def fold(self) -> str:
+        if self._fold is None:
+            self._fold = self.text.casefold().replace("\u0131", "i").replace("\u0307", "")
+        return self._fold
+
+    def shape(self) -> str:
+        if self._shape is None:
+            if self.text.isascii():
+                self._shape = self.text.encode("ascii").translate(_ASCII_DIGITS).decode("ascii")
+            else:
+                self._shape = _ANY_DIGIT.sub("0", self.text)
+        return self._shape
+
+    def dense(self) -> str:
+        if self._dense is None:
+            self._dense = self.shape().replace(" ", "").replace("-", "")
+        return self._dense
+
+
+_ASCII_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_ANY_DIGIT = re.compile(r"\d")
+
+_Gate = Callable[[_View], bool]
+
+
+def _has(*literals: str) -> _Gate:
+    """Any literal in the text."""
+    return lambda view: any(literal in view.text for literal in literals)
+
+
+def _stems(*stems: str, also: re.Pattern[str] | None = None) -> _Gate:
+    """Any stem in the fold, or ``also`` found in the fold."""
+
+    def gate(view: _View) -> bool:
+        folded = view.fold()
+        return any(stem in folded for stem in stems) or (
+            also is not None and also.search(folded) is not None
+        )
+
+    return gate
+
+
+def _shaped(*layouts: str, dense: bool = False) -> _Gate:
+    """Any digit layout in the shape (or the dense shape)."""
+    if dense:
+        return lambda view: any(layout in view.dense() for layout in layouts)
+    return lambda view: any(layout in view.shape() for layout in layouts)
+
+
+def _shape_search(pattern: str) -> _Gate:
+    compiled = re.compile(pattern)
+    return lambda view: compiled.search(view.shape()) is not None
+
+
+def _text_search(pattern: str, literal: str) -> _Gate:
+    compiled = re.compile(pattern)
+    return lambda view: literal in view.text and compiled.search(view.text) is not None
+
+
+_TOKEN_GATES: tuple[_Gate, ...] = (
+    _has("-----BEGIN"),
+    _has("sk-"),
+    _has("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
+    _has("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _has("github_pat_"),
+    _has("glpat-"),
+    _has("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"),
+    _has("AIza"),
+    _has("_live_", "_test_"),
+    _has("hf_"),
+    _has("npm_"),
+    _has("eyJ"),
+    _has("earer "),
+)
+_URL_PASSWORD_GATE: _Gate = lambda view: "://" in view.text and "@" in view.text  # noqa: E731
+# every secret key ends with one of these words; then come spaces and ':', '=', 'is' or 'was'
+_ASSIGNMENT_GATE = _stems(
+    also=re.compile(r"(?:pass|word|wd|phrase|code|pwd|pin|secret|key|token)\s*(?:[:=]|is|was)")
+)
+_IBAN_GATE = _shape_search(r"00(?<=[A-Z]{2}00)")  # two capitals, then the two check digits
+_CARD_GATE = _shaped("0" * 13, dense=True)  # 13 digits, single spaces or dashes between
+_NATIONAL_GATES: tuple[_Gate, ...] = (
+    _shaped("000-00-0000"),  # US SSN
+    _shape_search(r"000[ \-]000[ \-]000"),  # Canadian SIN
+    _shape_search(r"00[A-Za-z]00[A-Za-z]000"),  # codice fiscale
+    _shaped("00000000"),  # DNI: 8 digits
+    _shaped("0000000"),  # NIE: 7 digits
+    _shaped("00000000", dense=True),  # NIR: ends with 3 + 3 + 2 digits, spaces optional
+    _text_search(r"756[. ]?\d{4}[. ]?\d{4}[. ]?\d{2}", "756"),  # Swiss AHV
+    _shaped("0000 0000 0000"),  # Aadhaar
+    _shaped("000.000.000-00"),  # CPF
+    _shaped("00.00.00-000.00"),  # Belgian number
+    _shape_search(r"000000[-+A]000"),  # HETU
+    _shaped("000000-0000", "000000+0000"),  # personnummer
+)
+_ID_KEYWORD_GATE = _stems(
+    "ssn", "social", "national", "nino", "passport", "tax", "personal", "driv", "bsn",
+    "personnummer", "pesel", "steuer", "idnr", "aadhaar", "nhs", "medicare", "codice",
+    "sozialversicherungsnummer", "cpr", "dselsnummer", "henkil",
+    also=re.compile(r"id(?:entity)?\s+(?:card\s+)?(?:number|no)"),
+)
+_EMAIL_GATE = _has("@")
+_PHONE_GATES: tuple[_Gate, ...] = (
+    _shaped("+0"),  # '+' and a digit
+    # the national pattern with its look-behind after the leading '0' (the same matches)
+    _text_search(r"0(?<![\w.\-+/:]0)\d{1,4}(?:[ ./\-]?\(?\d{2,8}\)?){1,4}(?![\w.\-])", "0"),
+    _shaped("000-0000", "000.0000"),  # ends with 3 digits, '.' or '-', 4 digits
+    _stems("phone", "mobile", "cell", "tel", "whatsapp", "fax"),
+)
+
 # --------------------------------------------------------------------------- scanning
 
 
@@ -343,12 +486,27 @@ def scan(text: str, *, own: OwnContacts | None = None) -> ScanResult:
     Returns:
         A :class:`ScanResult` with the redacted text and hits per kind.
     """
-    own = own or OwnContacts()
+    return _scan(text, own or OwnContacts(), gated=True)
+
+
+def _scan(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
+    """:func:`scan`; ``gated=False`` runs every pattern whatever the pre-filters say (tests
+    compare both)."""
     counts: Counter[str] = Counter()
     marker_secret = redaction_marker("secret")
+    view = _View(text)
 
-    for pattern in _TOKEN_PATTERNS:
-        text = _sub(pattern, text, counts, "secret", lambda m: marker_secret)
+    def passes(gate: _Gate) -> bool:
+        nonlocal view
+        if not gated:
+            return True
+        if view.text is not text:
+            view = _View(text)
+        return gate(view)
+
+    for pattern, gate in zip(_TOKEN_PATTERNS, _TOKEN_GATES):
+        if passes(gate):
+            text = _sub(pattern, text, counts, "secret", lambda m: marker_secret)
 
     def url_password(match: re.Match[str]) -> str:
         whole = match.group(0)
@@ -356,22 +514,32 @@ def scan(text: str, *, own: OwnContacts | None = None) -> ScanResult:
         end = match.end(1) - match.start(0)
         return whole[:start] + marker_secret + whole[end:]
 
-    text = _sub(_URL_PASSWORD, text, counts, "secret", url_password)
-    text = _sub(_ASSIGNMENT, text, counts, "secret", _assignment)
+    if passes(_URL_PASSWORD_GATE):
+        text = _sub(_URL_PASSWORD, text, counts, "secret", url_password)
+    if passes(_ASSIGNMENT_GATE):
+        text = _sub(_ASSIGNMENT, text, counts, "secret", _assignment)
 
-    text = _sub(_IBAN, text, counts, "iban", _whole("iban", std_iban.is_valid))
-    text = _sub(_CARD, text, counts, "card", _whole("card", _card_ok))
-    for pattern, validator in _NATIONAL_FORMATS:
-        text = _sub(pattern, text, counts, "national_id", _whole("national_id", validator))
-    text = _sub(_ID_KEYWORD, text, counts, "national_id", _national_keyword)
+    if passes(_IBAN_GATE):
+        text = _sub(_IBAN, text, counts, "iban", _whole("iban", std_iban.is_valid))
+    if passes(_CARD_GATE):
+        text = _sub(_CARD, text, counts, "card", _whole("card", _card_ok))
+    for (pattern, validator), gate in zip(_NATIONAL_FORMATS, _NATIONAL_GATES):
+        if passes(gate):
+            text = _sub(pattern, text, counts, "national_id", _whole("national_id", validator))
+    if passes(_ID_KEYWORD_GATE):
+        text = _sub(_ID_KEYWORD, text, counts, "national_id", _national_keyword)
 
     email_marker = redaction_marker("email")
-    text = _sub(
-        _EMAIL, text, counts, "email", lambda m: None if own.is_own_email(m.group(0)) else email_marker
-    )
+    if passes(_EMAIL_GATE):
+        text = _sub(
+            _EMAIL, text, counts, "email",
+            lambda m: None if own.is_own_email(m.group(0)) else email_marker,
+        )
 
     phone_marker = redaction_marker("phone")
-    for index, pattern in enumerate(_PHONE_PATTERNS):
+    for index, (pattern, gate) in enumerate(zip(_PHONE_PATTERNS, _PHONE_GATES)):
+        if not passes(gate):
+            continue
         keyword_pattern = index == len(_PHONE_PATTERNS) - 1
 
         def accept_phone(match: re.Match[str], keyword_pattern: bool = keyword_pattern) -> str | None:

@@ -26,7 +26,8 @@ Frontmatter rules:
 
 * It starts at a first line that is exactly ``---`` and ends at the next line that is exactly
   ``---``; a ``---`` inside the body is body.
-* It is read with ``yaml.safe_load`` rules except that **no plain scalar is converted**: ``00123``,
+* It is read with ``yaml.safe_load`` rules (on libyaml's parser, ``CSafeLoader``, where PyYAML
+  was built with it, else the pure one) except that **no plain scalar is converted**: ``00123``,
   ``no`` and ``2026-11-30T10:00:00Z`` stay the exact strings written (only ``schema_version`` and
   ``turn_count`` become integers when they are digits). So ``last_updated`` keeps its text exactly
   on a read/write round trip.
@@ -211,6 +212,31 @@ class _TextLoader(yaml.SafeLoader):
 
 _TextLoader.yaml_implicit_resolvers = {}
 
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _FastTextLoader(yaml.CSafeLoader):  # type: ignore[name-defined,misc]
+        """The same rules on libyaml's parser (``CSafeLoader``): ~10x faster."""
+
+    _FastTextLoader.yaml_implicit_resolvers = {}
+    _LOADERS: tuple[type, ...] = (_FastTextLoader, _TextLoader)
+else:  # PyYAML without libyaml: the pure loader only
+    _LOADERS = (_TextLoader,)
+
+
+def _load_yaml(text: str) -> Any:
+    """``text`` loaded with :class:`_TextLoader`'s rules: on libyaml's parser where PyYAML has
+    it; a text libyaml refuses is read again by the pure loader, whose result or error counts.
+
+    Raises:
+        yaml.YAMLError: the pure loader refused it too.
+    """
+    for loader in _LOADERS[:-1]:
+        try:
+            return yaml.load(text, Loader=loader)  # noqa: S506 - SafeLoader rules
+        except yaml.YAMLError:
+            pass
+    return yaml.load(text, Loader=_LOADERS[-1])  # noqa: S506 - SafeLoader subclass
+
 
 def split_frontmatter(text: str) -> tuple[str | None, str]:
     """Split a profile text into frontmatter and body.
@@ -247,7 +273,7 @@ def parse_frontmatter(frontmatter: str) -> dict[str, Any]:
         their shape); ``{}`` when the block is empty or not a YAML mapping.
     """
     try:
-        data = yaml.load(frontmatter, Loader=_TextLoader)  # noqa: S506 - SafeLoader subclass
+        data = _load_yaml(frontmatter)
     except yaml.YAMLError:
         return {}
     return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
@@ -274,7 +300,7 @@ def read_frontmatter_strict(text: str) -> dict[str, Any] | None:
     if raw is None:
         raise ProfileFormatError("the frontmatter is not closed by a line '---'")
     try:
-        data = yaml.load(raw, Loader=_TextLoader)  # noqa: S506 - SafeLoader subclass
+        data = _load_yaml(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""

@@ -25,7 +25,7 @@ from dbmemory.profile.optout import (
     settings_table_seen,
 )
 from dbmemory.profile.prompts import defuse
-from dbmemory.profile.store import read_profile
+from dbmemory.profile.store import LoadedProfile, read_profile, read_profile_for_load
 from dbmemory.profile.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -132,9 +132,11 @@ def load_user_memory(
                     return None
                 flag_read = True
             try:
-                record = read_profile(
-                    conn, user_id, root_folder=config.root_folder, unless_opted_out=not flag_read
-                )
+                record: FileRecord | LoadedProfile | None
+                if flag_read:
+                    record = read_profile(conn, user_id, root_folder=config.root_folder)
+                else:  # the usual case: the profile and the opt-out flag in one statement
+                    record = read_profile_for_load(conn, user_id, root_folder=config.root_folder)
             except DbMemoryError:
                 if not flag_read:
                     forget_settings_table(conn)  # check the table again on the next load
@@ -164,7 +166,9 @@ def load_user_memory(
         metrics.load(outcome, time.perf_counter() - started)
 
 
-def _derive(record: FileRecord, user_id: str, *, max_tokens: int, model: str | None) -> Derived:
+def _derive(
+    record: FileRecord | LoadedProfile, user_id: str, *, max_tokens: int, model: str | None
+) -> Derived:
     """Body, budget fit and token count of ``record``'s text: from the cache, or derived once.
 
     The key names everything the result depends on besides the text (which the cache compares
@@ -172,7 +176,7 @@ def _derive(record: FileRecord, user_id: str, *, max_tokens: int, model: str | N
     one), the tokenizer (encoding name, and whether it could be loaded or the character estimate
     counts) and the budget.
     """
-    encoding = tokens.encoding_name_for_model(model)
+    encoding = tokens._encoding_name(model)  # encoding_name_for_model, cached per name
     key = (
         record.store_id,
         record.file_id,

@@ -31,6 +31,7 @@ the user id and derives the key itself, so no call for user A can reach user B's
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -55,6 +56,8 @@ __all__ = [
     "decode_user_id",
     "profile_store_key",
     "read_profile",
+    "read_profile_for_load",
+    "LoadedProfile",
     "write_profile",
     "delete_profile",
 ]
@@ -170,12 +173,35 @@ def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
         .scalar_subquery()
         .label("memory_enabled")
     )
-    return sa.select(*columns).where(*where), sa.select(*columns, enabled).where(*where)
+    lean = (files.c.file_id, files.c.store_id, files.c.version_no, files.c.body)
+    return (
+        sa.select(*columns).where(*where),
+        sa.select(*columns, enabled).where(*where),
+        sa.select(*lean, enabled).where(*where),
+    )
 
 
-SELECT_PROFILE, SELECT_PROFILE_AND_SETTING = _profile_statements()
-"""The two forms of :func:`read_profile`'s statement (tests/test_profile_cache.py compiles them
-for Oracle 19c)."""
+SELECT_PROFILE, SELECT_PROFILE_AND_SETTING, SELECT_PROFILE_FOR_LOAD = _profile_statements()
+"""The two forms of :func:`read_profile`'s statement, and the turn's load
+(:func:`read_profile_for_load`: only the columns a load uses, no timestamps to convert);
+tests/test_profile_cache.py compiles all three for Oracle 19c."""
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """What :func:`read_profile_for_load` returns: the stored text and its identity.
+
+    Attributes:
+        text: the whole file text (``""`` for an empty body).
+        store_id: the profile store's id.
+        file_id: the file's id.
+        version: the file version (the compare-and-set token of a later write).
+    """
+
+    text: str
+    store_id: int
+    file_id: int
+    version: int
 
 _PROFILE_PATH_HASH = path_hash(PROFILE_PATH)
 
@@ -244,6 +270,39 @@ def read_profile(
     return _file_record(row)
 
 
+def read_profile_for_load(
+    conn: Connection, user_id: str, *, root_folder: str = DEFAULT_ROOT_FOLDER
+) -> LoadedProfile | None:
+    """:func:`read_profile` with ``unless_opted_out=True``, reduced to what a turn's load uses.
+
+    One ``SELECT`` (:data:`SELECT_PROFILE_FOR_LOAD`) in the caller's transaction; no lock, no
+    savepoint, no argument checks beyond the user id's encoding (the caller,
+    :func:`~dbmemory.profile.load.load_user_memory`, checked them).
+
+    Returns:
+        The :class:`LoadedProfile`, or None when there is no profile or the user opted out.
+
+    Raises:
+        InvalidScopeError: invalid user id or root folder.
+        StorageError: the database failed (for instance no ``dbm_user_settings`` table).
+    """
+    user_key = encode_user_id(user_id)
+    params = {
+        "p_store_key": reserved_store_key(PROFILE_KIND, root_folder, user_key),
+        "p_path_hash": _PROFILE_PATH_HASH,
+        "p_user_key": user_key,
+    }
+    try:
+        row = conn.execute(SELECT_PROFILE_FOR_LOAD, params).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, f"reading {PROFILE_PATH}") from exc
+    if row is None or (row.memory_enabled is not None and not row.memory_enabled):
+        return None
+    return LoadedProfile(
+        text=row.body or "", store_id=row.store_id, file_id=row.file_id, version=row.version_no
+    )
+
+
 def write_profile(
     conn: Connection,
     user_id: str,
@@ -252,8 +311,14 @@ def write_profile(
     expected_version: int | None,
     root_folder: str = DEFAULT_ROOT_FOLDER,
     actor: str = "profile",
+    store_id: int | None = None,
 ) -> FileRecord:
     """Write ``user_id``'s profile with compare-and-set, expiry-exempt, audited.
+
+    With the store's id known (``store_id``, e.g. :attr:`UserMemoryState.store_id` of the load
+    the rewrite started from) the store row and the file row are locked and read by one
+    statement; the row found must carry the user's store key, else the write looks the store
+    up by its key as without an id (an id of a dropped store, or one reused, is never written).
 
     Args:
         conn: a connection in the caller's transaction (the write and its audit event join it).
@@ -263,6 +328,7 @@ def write_profile(
             None = overwrite whatever is there (admin edits and imports only).
         root_folder: the profile namespace.
         actor: recorded in the audit event.
+        store_id: the profile store's id when known (a hint, checked against the key).
 
     Returns:
         The :class:`~dbmemory.model.FileRecord` after the write.
@@ -271,14 +337,15 @@ def write_profile(
         ConflictError: the profile is not at ``expected_version`` (changed meanwhile).
         InvalidScopeError: invalid user id or root folder.
         CapExceededError: the text exceeds the file cap (100,000 characters).
-        InvalidArgumentError: ``conn``, ``text``, ``expected_version`` or ``actor`` of the
-            wrong type or range.
+        InvalidArgumentError: ``conn``, ``text``, ``expected_version``, ``actor`` or
+            ``store_id`` of the wrong type or range.
     """
     from dbmemory import files
     from dbmemory import validate as _v
 
     _v.arguments(conn=conn, actor=actor)
     _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
+    _v.check_int(store_id, "store_id", minimum=1, maximum=_v.INT64_MAX, optional=True)
     from dbmemory.model import StoreRef
 
     ref = StoreRef(
@@ -286,6 +353,7 @@ def write_profile(
         scope=RESERVED_SCOPE,
         agent_code=None,
         store_code=root_folder,
+        store_id=store_id,
     )
     return files.put_file(
         conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,

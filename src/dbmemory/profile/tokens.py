@@ -12,7 +12,9 @@ encoding file that is already on disk, searched in this order:
 
 Each file is checked against tiktoken's published sha256 before use. No environment variable is
 read-modified-written (``TIKTOKEN_CACHE_DIR`` is left as the host set it). Loaded encodings are
-cached per process (o200k takes ~0.5 s to load once; counting 2,000 tokens ~1 ms).
+cached per process (o200k takes ~0.5 s to load once; counting 2,000 tokens ~1 ms). The counts
+of the last :data:`COUNT_CACHE_ENTRIES` texts are kept too (per encoding and exact text), so a
+text counted again costs a dictionary look-up.
 
 Encoding choice by model name (a litellm provider prefix such as ``openai/`` or ``azure/`` is
 ignored): tiktoken's own model table first (``gpt-4o``, ``gpt-4.1``, ``o1``/``o3``/``o4``,
@@ -29,6 +31,7 @@ never raises and never touches the network.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -36,6 +39,7 @@ import math
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -256,16 +260,46 @@ def count_tokens(text: str, model: str | None) -> int:
     """
     if not text:
         return 0
-    encoding = get_encoding(encoding_name_for_model(model))
+    name = _encoding_name(model)
+    encoding = get_encoding(name)
     if encoding is None:
         return estimate_tokens(text)
+    key = (name, text)
+    with _counted_lock:
+        counted = _counted.get(key)
+        if counted is not None:
+            _counted.move_to_end(key)
+            return counted
     try:
-        return len(encoding.encode(text, disallowed_special=()))
+        counted = len(encoding.encode(text, disallowed_special=()))
     except Exception:  # noqa: BLE001 - documented fallback
         return estimate_tokens(text)
+    with _counted_lock:
+        _counted[key] = counted
+        while len(_counted) > COUNT_CACHE_ENTRIES:
+            _counted.popitem(last=False)
+    return counted
+
+
+COUNT_CACHE_ENTRIES = 64
+"""Texts whose count :func:`count_tokens` keeps (least recently used dropped first). A turn
+counts the same profile text several times (the fit, the result, the next load); an entry holds
+the text (~8 KB for 2,000 tokens)."""
+
+_counted: OrderedDict[tuple[str, str], int] = OrderedDict()
+_counted_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=256)
+def _encoding_name(model: str | None) -> str:
+    """:func:`encoding_name_for_model`, cached per model name."""
+    return encoding_name_for_model(model)
 
 
 def _reset_cache_for_tests() -> None:
     """Forget loaded encodings (tests use it to prove loading works from a cold start)."""
     with _lock:
         _cache.clear()
+    with _counted_lock:
+        _counted.clear()
+    _encoding_name.cache_clear()
