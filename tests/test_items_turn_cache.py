@@ -223,3 +223,23 @@ def test_turn_state_statement_compiles_for_oracle():
     sql = str(turn_cache.turn_state_stmt().compile(dialect=oracle.dialect()))
     assert "dbm_items" in sql and "dbm_org_settings" in sql and "dbm_memory_switches" in sql
     assert sql.count(":org_id") >= 3 and "'selection_threshold'" in sql
+
+
+def test_marker_aggregate_reads_only_the_covering_index_on_sqlite(engine, backend_name):
+    """Revision 0005: the marker over the user's rows is an index-only scan of
+    ix_dbm_items_marker (no table row per item)."""
+    if not backend_name.startswith("sqlite"):
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    from dbmemory.items.model import user_key_of
+    from dbmemory.items.org import org_memory_store_key
+
+    seed(engine, 3)
+    stmt = turn_cache.turn_state_stmt()
+    params = {"org_id": "default", "user_key": user_key_of(U), "store_key": org_memory_store_key("default")}
+    compiled = stmt.compile(engine)
+    args = tuple(compiled.construct_params(params)[name] for name in compiled.positiontup)
+    with engine.connect() as c:
+        plan = [row[-1] for row in c.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), args)]
+    assert any("dbm_items USING COVERING INDEX ix_dbm_items_marker" in step for step in plan), plan
+    assert not any("SCAN dbm_items" in step for step in plan), plan
+
