@@ -243,3 +243,26 @@ def test_marker_aggregate_reads_only_the_covering_index_on_sqlite(engine, backen
     assert any("dbm_items USING COVERING INDEX ix_dbm_items_marker" in step for step in plan), plan
     assert not any("SCAN dbm_items" in step for step in plan), plan
 
+
+def test_cached_entry_keeps_one_ranking_pool_across_turns(engine):
+    seed(engine, 25)
+    seed(engine, 1, prefix="lives in Lisbon")
+    with engine.connect() as c, c.begin():
+        first = load_turn_items(c, org_id="default", user_id=U)
+    with engine.connect() as c, c.begin():
+        second = load_turn_items(c, org_id="default", user_id=U)
+    assert first.pool is not None and second.pool is first.pool
+    assert list(second.pool.items) == second.items and list(second.pool.recent) == second.recent
+    assert choose(second, "Lisbon?").items[0].text == "User lives in Lisbon 0"
+
+
+def test_choose_ranks_the_callers_items_when_they_differ_from_the_pool(engine):
+    seed(engine, 25)
+    seed(engine, 1, prefix="lives in Lisbon")
+    with engine.connect() as c, c.begin():
+        loaded = load_turn_items(c, org_id="default", user_id=U)
+    assert choose(loaded, "Lisbon?").items[0].text == "User lives in Lisbon 0"
+    loaded.items = [i for i in loaded.items if "Lisbon" not in i.text]
+    loaded.recent = [i for i in loaded.recent if "Lisbon" not in i.text]
+    picked = choose(loaded, "Lisbon?")
+    assert "User lives in Lisbon 0" not in [i.text for i in picked.items] and picked.total == 25

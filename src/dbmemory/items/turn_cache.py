@@ -63,12 +63,14 @@ class Entry:
         min_expires: the earliest ``expires_at`` among them (None: none expires).
         recent: the same rows most recently used or changed first
             (:func:`dbmemory.items.select.by_recency`).
+        pool: the rows prepared for ranking (:class:`dbmemory.items.select.ItemPool`), or None.
     """
 
     marker: tuple[Any, ...]
     items: tuple[Any, ...]
     min_expires: Any
     recent: tuple[Any, ...] = ()
+    pool: Any = None
 
 
 _lock = threading.Lock()
