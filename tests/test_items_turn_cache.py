@@ -266,3 +266,35 @@ def test_choose_ranks_the_callers_items_when_they_differ_from_the_pool(engine):
     loaded.recent = [i for i in loaded.recent if "Lisbon" not in i.text]
     picked = choose(loaded, "Lisbon?")
     assert "User lives in Lisbon 0" not in [i.text for i in picked.items] and picked.total == 25
+
+
+def test_rendered_lines_are_kept_per_user_and_carried_over_a_re_read(engine, writer, monkeypatch):
+    """Each item line is rendered and counted once per text and model: counted ahead
+    (count_item_lines, the post-processing's step), then neither the next render nor a re-read
+    after another item changed counts the unchanged ones again."""
+    from dbmemory.items import inject
+
+    ids = seed(engine, 3)
+    with engine.connect() as c, c.begin():
+        loaded = load_turn_items(c, org_id="default", user_id=U)
+    assert inject.count_item_lines(loaded.items, model="gpt-4o", lines=loaded.lines) == 3
+    assert inject.count_item_lines(loaded.items, model="gpt-4o", lines=loaded.lines) == 0
+    counted: list[str] = []
+    real = inject.count_tokens
+    def count(text, model):
+        if text.startswith("- "):  # an item line (the block's frame is counted once per process)
+            counted.append(text)
+        return real(text, model)
+
+    monkeypatch.setattr(inject, "count_tokens", count)
+    _, block = inject.memory_sections(
+        org_memory=None, profile_section="", items=loaded.items, model="gpt-4o", lines=loaded.lines
+    )
+    assert len(block.items) == 3 and counted == []
+    with writer.begin() as c:
+        edit_item(c, U, ids[1], "User edited fact")
+    with engine.connect() as c, c.begin():
+        again = load_turn_items(c, org_id="default", user_id=U)
+    assert again.lines is not loaded.lines and len(again.lines) == 2  # the edited text dropped
+    assert inject.count_item_lines(again.items, model="gpt-4o", lines=again.lines) == 1
+    assert counted == ["- User edited fact (manual)\n"]

@@ -105,6 +105,9 @@ class TurnItems:
         items: the user's live items.
         recent: the same items most recently used or changed first, or None (then sorted by
             :func:`choose`).
+        lines: the user's rendered item lines (:data:`dbmemory.items.inject.LineCache`, kept
+            with the cached rows; pass it to :func:`~dbmemory.items.inject.memory_sections`),
+            or None.
         pool: ``items`` prepared for ranking (:class:`~dbmemory.items.select.ItemPool`, kept
             with the cached rows), or None (then built by :func:`choose`).
         selection: the chosen items (after :func:`choose`).
@@ -118,6 +121,7 @@ class TurnItems:
     items: list[Any] = field(default_factory=list)
     recent: list[Any] | None = None
     pool: ItemPool | None = None
+    lines: dict[Any, Any] | None = None
     selection: Selection | None = None
     injected: tuple[Any, ...] = ()
 
@@ -174,7 +178,8 @@ def load_turn_items(
         expiring = [i.expires_at for i in cached if i.expires_at is not None]
         pool = ItemPool(cached)
         entry = turn_cache.Entry(
-            marker, cached, min(expiring, key=_aware) if expiring else None, pool.recent, pool
+            marker, cached, min(expiring, key=_aware) if expiring else None, pool.recent, pool,
+            _carried_lines(turn_cache.peek(engine, org, key), cached),
         )
         turn_cache.put(engine, org, key, entry)
     when = _aware(now or dt.datetime.now(dt.timezone.utc))
@@ -186,7 +191,18 @@ def load_turn_items(
 
         live, recent = [i for i in entry.items if alive(i)], [i for i in entry.recent if alive(i)]
         pool = ItemPool(live, recent)
-    return TurnItems(org, True, settings, org_memory=row[1] or "", items=live, recent=recent, pool=pool)
+    return TurnItems(
+        org, True, settings, org_memory=row[1] or "", items=live, recent=recent, pool=pool, lines=entry.lines
+    )
+
+
+def _carried_lines(old: Any, rows: tuple[TurnItem, ...]) -> dict[Any, Any]:
+    """The rendered lines of ``old`` (the entry being replaced) for the texts ``rows`` still
+    hold: an unchanged item is not rendered and counted again after a re-read."""
+    if old is None or not old.lines:
+        return {}
+    keep = {(i.text, i.kind) for i in rows}
+    return {k: v for k, v in old.lines.items() if (k[0], k[1]) in keep}
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
