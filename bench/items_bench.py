@@ -11,6 +11,10 @@ what ``run_turn`` does before its first model call, on a held connection:
   selection of the top 10 for the turn's question and the rendering of the three blocks within
   their budgets (the system-prompt text the model gets).
 
+Between two turns (not timed) the bench does what the post-processing of a turn does for the
+next one: it counts the item lines not yet counted for the model
+(:func:`dbmemory.items.inject.count_item_lines`, as ``agent.item_memory.after_turn`` does).
+
 Warm = each user's second and later turns (tokenizer, caches and the driver's statement caches
 are warm). Reported: p50/p99 in microseconds and the assembly/profile ratio of the p50s.
 
@@ -94,7 +98,7 @@ def seed(engine: sa.engine.Engine, users: list[str], rng: random.Random) -> None
 
 
 def measure(engine: sa.engine.Engine, users: list[str], rounds: int) -> dict[str, Any]:
-    from dbmemory.items.inject import memory_sections
+    from dbmemory.items.inject import count_item_lines, memory_sections
     from dbmemory.items.turn_memory import choose, load_turn_items
     from dbmemory.profile import UserMemoryConfig
     from dbmemory.profile.load import load_user_memory, memory_prompt_section
@@ -121,8 +125,12 @@ def measure(engine: sa.engine.Engine, users: list[str], rounds: int) -> dict[str
                     org_memory=loaded.org_memory, profile_section=memory_prompt_section(state),
                     items=selection.items, model=MODEL,
                     org_max_tokens=settings.org_memory_token_budget, items_max_tokens=settings.item_token_budget,
+                    lines=loaded.lines,
                 )
                 t2 = time.perf_counter_ns()
+                # what the post-processing does after every turn (agent.item_memory.after_turn):
+                # count the lines not counted yet for the model, so the next turn counts none
+                count_item_lines(loaded.items, model=MODEL, lines=loaded.lines)
                 assert selection.mode == "ranked" and len(blocks) == 3
                 injected = len(block.items)
                 if r > 0:  # round 0 warms caches

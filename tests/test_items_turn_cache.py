@@ -223,3 +223,78 @@ def test_turn_state_statement_compiles_for_oracle():
     sql = str(turn_cache.turn_state_stmt().compile(dialect=oracle.dialect()))
     assert "dbm_items" in sql and "dbm_org_settings" in sql and "dbm_memory_switches" in sql
     assert sql.count(":org_id") >= 3 and "'selection_threshold'" in sql
+
+
+def test_marker_aggregate_reads_only_the_covering_index_on_sqlite(engine, backend_name):
+    """Revision 0005: the marker over the user's rows is an index-only scan of
+    ix_dbm_items_marker (no table row per item)."""
+    if not backend_name.startswith("sqlite"):
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    from dbmemory.items.model import user_key_of
+    from dbmemory.items.org import org_memory_store_key
+
+    seed(engine, 3)
+    stmt = turn_cache.turn_state_stmt()
+    params = {"org_id": "default", "user_key": user_key_of(U), "store_key": org_memory_store_key("default")}
+    compiled = stmt.compile(engine)
+    args = tuple(compiled.construct_params(params)[name] for name in compiled.positiontup)
+    with engine.connect() as c:
+        plan = [row[-1] for row in c.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled), args)]
+    assert any("dbm_items USING COVERING INDEX ix_dbm_items_marker" in step for step in plan), plan
+    assert not any("SCAN dbm_items" in step for step in plan), plan
+
+
+def test_cached_entry_keeps_one_ranking_pool_across_turns(engine):
+    seed(engine, 25)
+    seed(engine, 1, prefix="lives in Lisbon")
+    with engine.connect() as c, c.begin():
+        first = load_turn_items(c, org_id="default", user_id=U)
+    with engine.connect() as c, c.begin():
+        second = load_turn_items(c, org_id="default", user_id=U)
+    assert first.pool is not None and second.pool is first.pool
+    assert list(second.pool.items) == second.items and list(second.pool.recent) == second.recent
+    assert choose(second, "Lisbon?").items[0].text == "User lives in Lisbon 0"
+
+
+def test_choose_ranks_the_callers_items_when_they_differ_from_the_pool(engine):
+    seed(engine, 25)
+    seed(engine, 1, prefix="lives in Lisbon")
+    with engine.connect() as c, c.begin():
+        loaded = load_turn_items(c, org_id="default", user_id=U)
+    assert choose(loaded, "Lisbon?").items[0].text == "User lives in Lisbon 0"
+    loaded.items = [i for i in loaded.items if "Lisbon" not in i.text]
+    loaded.recent = [i for i in loaded.recent if "Lisbon" not in i.text]
+    picked = choose(loaded, "Lisbon?")
+    assert "User lives in Lisbon 0" not in [i.text for i in picked.items] and picked.total == 25
+
+
+def test_rendered_lines_are_kept_per_user_and_carried_over_a_re_read(engine, writer, monkeypatch):
+    """Each item line is rendered and counted once per text and model: counted ahead
+    (count_item_lines, the post-processing's step), then neither the next render nor a re-read
+    after another item changed counts the unchanged ones again."""
+    from dbmemory.items import inject
+
+    ids = seed(engine, 3)
+    with engine.connect() as c, c.begin():
+        loaded = load_turn_items(c, org_id="default", user_id=U)
+    assert inject.count_item_lines(loaded.items, model="gpt-4o", lines=loaded.lines) == 3
+    assert inject.count_item_lines(loaded.items, model="gpt-4o", lines=loaded.lines) == 0
+    counted: list[str] = []
+    real = inject.count_tokens
+    def count(text, model):
+        if text.startswith("- "):  # an item line (the block's frame is counted once per process)
+            counted.append(text)
+        return real(text, model)
+
+    monkeypatch.setattr(inject, "count_tokens", count)
+    _, block = inject.memory_sections(
+        org_memory=None, profile_section="", items=loaded.items, model="gpt-4o", lines=loaded.lines
+    )
+    assert len(block.items) == 3 and counted == []
+    with writer.begin() as c:
+        edit_item(c, U, ids[1], "User edited fact")
+    with engine.connect() as c, c.begin():
+        again = load_turn_items(c, org_id="default", user_id=U)
+    assert again.lines is not loaded.lines and len(again.lines) == 2  # the edited text dropped
+    assert inject.count_item_lines(again.items, model="gpt-4o", lines=again.lines) == 1
+    assert counted == ["- User edited fact (manual)\n"]

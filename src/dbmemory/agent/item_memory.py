@@ -63,6 +63,7 @@ def blocks(loaded: Any, profile_section: str, question: str, *, model: str, time
             model=model,
             org_max_tokens=settings.org_memory_token_budget,
             items_max_tokens=settings.item_token_budget,
+            lines=loaded.lines,
         )
         loaded.injected = block.items
         item_metrics().selection("fallback" if selection.fallback else selection.mode)
@@ -119,17 +120,22 @@ def after_turn(
         skip_window=skip_window,
         earlier_messages=tuple(earlier_messages)[-10:],
     )
-    _rewarm(engine, loaded.org_id, user_id, now)
+    _rewarm(engine, loaded.org_id, user_id, now, model)
     return result
 
 
-def _rewarm(engine: Engine, org_id: str, user_id: str, now: dt.datetime | None) -> None:
+def _rewarm(engine: Engine, org_id: str, user_id: str, now: dt.datetime | None, model: str | None = None) -> None:
     """Read the user's items again after the post-processing changed them (marked used,
-    extracted), so the next turn finds them cached (:mod:`dbmemory.items.turn_cache`)."""
+    extracted), so the next turn finds them cached (:mod:`dbmemory.items.turn_cache`), and
+    render and count the lines of those not counted yet for ``model``
+    (:func:`dbmemory.items.inject.count_item_lines`), so the next turn's rendering counts none."""
+    from dbmemory.items.inject import count_item_lines
     from dbmemory.items.turn_memory import load_turn_items
 
     try:
         with engine.connect() as conn, conn.begin():
-            load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)
+            loaded = load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)
+        if loaded.memory_on and loaded.lines is not None:
+            count_item_lines(loaded.items, model=model, lines=loaded.lines)
     except Exception:  # noqa: BLE001 - a cold cache only costs the next turn a read
         logger.debug("re-reading memory items after the turn failed", exc_info=True)

@@ -248,7 +248,11 @@ items = sa.Table(
     sa.Column("expires_at", UtcDateTime(), nullable=True, comment="NULL: never (permanent)"),
     sa.Column("deleted_at", UtcDateTime(), nullable=True, comment="soft delete; NULL: live"),
     sa.Column("version_no", sa.Integer(), nullable=False),
-    sa.Index("ix_dbm_items_user", "org_id", "user_key"),
+    # covers the per-turn change marker (dbmemory.items.turn_cache), revision 0005
+    sa.Index(
+        "ix_dbm_items_marker",
+        "org_id", "user_key", "version_no", "char_count", "updated_at", "last_used_at", "item_id",
+    ),
     sa.Index("ix_dbm_items_expires", "expires_at"),
     sa.Index("ix_dbm_items_deleted", "deleted_at"),
     **_MYSQL,

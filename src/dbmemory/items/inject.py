@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,8 @@ __all__ = [
     "org_memory_section",
     "items_section",
     "memory_sections",
+    "count_item_lines",
+    "LineCache",
 ]
 
 ORG_SECTION_TITLE = "What your organisation asks you to know"
@@ -148,6 +150,15 @@ class ItemsBlock:
         return _tokens(self.text, self.model) if self.text else 0
 
 
+LineCache = MutableMapping[tuple[str, Any, "str | None"], tuple[str, int]]
+"""Rendered item lines and their token counts: ``(text, kind, model) -> (line, tokens)``.
+
+:mod:`dbmemory.items.turn_cache` keeps one per user with the cached rows (carried over when
+they are read again, :attr:`dbmemory.items.turn_memory.TurnItems.lines`), so a line is
+defused and counted once per text and model, not once per turn, however many users a process
+serves (the per-process caches below hold a few thousand lines only)."""
+
+
 @functools.lru_cache(maxsize=8192)
 def _line(text: str, kind: Any) -> str:
     label = f" ({kind})" if kind in ("manual", "auto") else ""
@@ -159,33 +170,68 @@ def _item_line(item: Any) -> str:
     return _line(str(getattr(item, "text", "")), getattr(item, "kind", None))
 
 
-def items_section(items: Sequence[Any], *, max_tokens: int, model: str | None) -> ItemsBlock:
+def _line_cost(item: Any, model: str | None, lines: LineCache | None) -> tuple[str, int]:
+    """The item's line and its tokens, from ``lines`` when given (filled in on a miss)."""
+    text, kind = str(getattr(item, "text", "")), getattr(item, "kind", None)
+    if lines is None:
+        line = _line(text, kind)
+        return line, _tokens(line, model)
+    key = (text, kind, model)
+    found = lines.get(key)
+    if found is None:
+        line = _line(text, kind)
+        found = lines[key] = (line, count_tokens(line, model))
+    return found
+
+
+def count_item_lines(items: Sequence[Any], *, model: str | None, lines: LineCache) -> int:
+    """Render and count the lines of ``items`` missing from ``lines`` (ahead of a turn: the
+    post-processing does it for the next turn, :func:`dbmemory.agent.item_memory.after_turn`).
+
+    Returns:
+        How many lines were counted (0: all were there).
+    """
+    missing = 0
+    for item in items:
+        key = (str(getattr(item, "text", "")), getattr(item, "kind", None), model)
+        if key not in lines:
+            _line_cost(item, model, lines)
+            missing += 1
+    return missing
+
+
+_ITEMS_HEAD = f"## {ITEMS_SECTION_TITLE}\n\n{_ITEMS_PREAMBLE}\n\n<memory_items>\n"
+_ITEMS_TAIL = "</memory_items>\n"
+_ITEMS_FRAME = _ITEMS_HEAD + _ITEMS_TAIL
+
+
+def items_section(
+    items: Sequence[Any], *, max_tokens: int, model: str | None, lines: LineCache | None = None
+) -> ItemsBlock:
     """The memory-items block: whole items, in the given order, while the block fits.
 
     Args:
         items: the selected items (:attr:`dbmemory.items.select.Selection.items`).
         max_tokens: the block's budget in tokens (heading and preamble included).
         model: the tokenizer's model.
+        lines: the user's rendered lines (:data:`LineCache`), or None for the per-process cache.
 
     Returns:
         An :class:`ItemsBlock` (empty text when no item fits or none was given).
     """
-    head = f"## {ITEMS_SECTION_TITLE}\n\n{_ITEMS_PREAMBLE}\n\n<memory_items>\n"
-    tail = "</memory_items>\n"
-    lines: list[str] = []
+    chosen_lines: list[str] = []
     chosen: list[Any] = []
-    used = _tokens(head + tail, model)
+    used = _tokens(_ITEMS_FRAME, model)
     for item in items:
-        line = _item_line(item)
-        cost = _tokens(line, model)
+        line, cost = _line_cost(item, model, lines)
         if used + cost > max_tokens:
             continue  # a shorter item further down may still fit
-        lines.append(line)
+        chosen_lines.append(line)
         chosen.append(item)
         used += cost
     if not chosen:
         return ItemsBlock("", (), len(items), model)
-    text = head + "".join(lines) + tail
+    text = _ITEMS_HEAD + "".join(chosen_lines) + _ITEMS_TAIL
     return ItemsBlock(text, tuple(chosen), len(items) - len(chosen), model)
 
 
@@ -197,6 +243,7 @@ def memory_sections(
     model: str | None,
     org_max_tokens: int = DEFAULT_ORG_MEMORY_MAX_TOKENS,
     items_max_tokens: int = DEFAULT_ITEMS_MAX_TOKENS,
+    lines: LineCache | None = None,
 ) -> tuple[list[str], ItemsBlock]:
     """The blocks in injection order: organisation memory, profile, items (empty ones left out).
 
@@ -207,11 +254,13 @@ def memory_sections(
         model: the tokenizer's model.
         org_max_tokens: the organisation-memory budget in tokens.
         items_max_tokens: the items budget in tokens.
+        lines: the user's rendered item lines (:data:`LineCache`,
+            :attr:`dbmemory.items.turn_memory.TurnItems.lines`), or None.
 
     Returns:
         ``(blocks, items_block)``: the non-empty blocks in order, and the items block.
     """
-    block = items_section(items, max_tokens=items_max_tokens, model=model)
+    block = items_section(items, max_tokens=items_max_tokens, model=model, lines=lines)
     parts = [
         org_memory_section(org_memory, max_tokens=org_max_tokens, model=model),
         profile_section,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -39,6 +40,8 @@ __all__ = [
     "DEFAULT_SELECTION_THRESHOLD",
     "DEFAULT_TOP_K",
     "Selection",
+    "ItemPool",
+    "item_pool",
     "select_items",
     "bm25_scores",
     "by_recency",
@@ -156,14 +159,25 @@ def _index(texts: tuple[str, ...]) -> Any:
     return retriever
 
 
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+"""``bm25s.tokenize``'s default token pattern."""
+
+_STOPWORDS: list[frozenset[str]] = []
+
+
+def _stopwords() -> frozenset[str]:
+    if not _STOPWORDS:
+        from bm25s.stopwords import STOPWORDS_EN
+
+        _STOPWORDS.append(frozenset(STOPWORDS_EN))
+    return _STOPWORDS[0]
+
+
 def _query_tokens(query: str) -> list[str]:
     """``query`` split as ``bm25s.tokenize`` splits the corpus (its default token pattern, lower
     case, its English stop words, the same stemmer), without its progress-bar machinery."""
-    import re
-
-    from bm25s.stopwords import STOPWORDS_EN
-
-    words = [w for w in re.findall(r"(?u)\b\w\w+\b", query.lower()) if w not in STOPWORDS_EN]
+    stop = _stopwords()
+    words = [w for w in _WORD.findall(query.lower()) if w not in stop]
     stem = _stemmer()
     return list(stem(words)) if stem is not None and words else words
 
@@ -181,18 +195,27 @@ def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
     Raises:
         MissingDependencyError: ``bm25s`` is not installed (``pip install 'dbmemory[items]'``).
     """
+    scores = _bm25_array(tuple(texts), query)
+    return [0.0] * len(texts) if scores is None else [float(s) for s in scores]
+
+
+def _bm25_array(texts: tuple[str, ...], query: str, retriever: Any = False) -> Any:
+    """:func:`bm25_scores` as ``bm25s``' numpy array (float32), or None when every score is 0;
+    ``retriever``: the index of ``texts`` when the caller kept it (False: look it up)."""
     try:
-        import bm25s
+        import bm25s  # noqa: F401 - the dependency check
     except ImportError as exc:
         raise MissingDependencyError(
             f"ranking memory items needs the bm25s library: {ITEMS_EXTRA_HINT}"
         ) from exc
     query_tokens = _query_tokens(query)
-    retriever = _index(tuple(texts))
-    if not query_tokens or retriever is None:
-        return [0.0] * len(texts)
-    scores = retriever.get_scores(query_tokens)
-    return [float(s) for s in scores]
+    if not query_tokens:
+        return None
+    if retriever is False:
+        retriever = _index(texts)
+    if retriever is None:
+        return None
+    return retriever.get_scores(query_tokens)
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -215,14 +238,82 @@ def _embedding_scores(
     return [_cosine(question, vector) for vector in vectors[1:]]
 
 
-def _ranked(
-    items: Sequence[Any], scores: Sequence[float], top_k: int, recent: Sequence[Any] | None = None
-) -> tuple[Any, ...]:
-    recent = by_recency(items) if recent is None else recent
-    position = {id(item): index for index, item in enumerate(recent)}
-    ranks = [position[id(item)] for item in items]
-    best = sorted(zip([-s for s in scores], ranks, range(len(items))))[:top_k]
-    return tuple(items[i] for _, _, i in best)
+class ItemPool:
+    """A user's live items with what ranking derives from them, built once per item list
+    (:func:`item_pool`) and reused turn after turn (:mod:`dbmemory.items.turn_cache` keeps one
+    per cached list), so a turn neither sorts by recency nor collects the texts again.
+
+    Attributes:
+        items: the items, in the caller's order (a tuple).
+        recent: the same objects in :func:`by_recency` order.
+        texts: ``str(item.text)`` per item, in ``items`` order.
+        ranks: each item's position in ``recent``, in ``items`` order.
+    """
+
+    __slots__ = ("items", "recent", "texts", "ranks", "_retriever", "_rank_array")
+
+    def __init__(self, items: Sequence[Any], recent: Sequence[Any] | None = None) -> None:
+        self.items = tuple(items)
+        self.recent = tuple(by_recency(self.items) if recent is None else recent)
+        if len(self.recent) != len(self.items):
+            raise InvalidArgumentError("recent must hold the same items as items")
+        position = {id(item): index for index, item in enumerate(self.recent)}
+        try:
+            self.ranks = tuple(position[id(item)] for item in self.items)
+        except KeyError:
+            raise InvalidArgumentError("recent must hold the same items as items") from None
+        self.texts = tuple(str(getattr(item, "text", "")) for item in self.items)
+        self._retriever: Any = False  # False: not looked up yet
+        self._rank_array: Any = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def bm25(self, query: str) -> Any:
+        """BM25 scores of :attr:`texts` for ``query`` (numpy float32, None: all 0); the index is
+        looked up once per pool."""
+        if self._retriever is False:
+            try:
+                import bm25s  # noqa: F401 - the dependency check, before caching anything
+            except ImportError:
+                return _bm25_array(self.texts, query)  # raises MissingDependencyError
+            self._retriever = _index(self.texts)
+        return _bm25_array(self.texts, query, self._retriever)
+
+    def top(self, scores: Any, top_k: int) -> tuple[Any, ...]:
+        """The ``top_k`` items by descending score, ties by recency (``scores`` a numpy array in
+        :attr:`items` order)."""
+        import numpy as np
+
+        if self._rank_array is None:
+            self._rank_array = np.asarray(self.ranks, dtype=np.int64)
+        # lexsort: the last key is the primary one; every rank differs, so the order is total
+        order = np.lexsort((self._rank_array, -np.asarray(scores, dtype=np.float64)))[:top_k]
+        items = self.items
+        return tuple(items[i] for i in order.tolist())
+
+
+def item_pool(items: Sequence[Any], recent: Sequence[Any] | None = None) -> ItemPool:
+    """An :class:`ItemPool` of ``items`` (``recent``: the same objects in :func:`by_recency`
+    order, when the caller has it; None sorts them).
+
+    Raises:
+        InvalidArgumentError: ``recent`` does not hold exactly the objects of ``items``.
+    """
+    return ItemPool(items, recent)
+
+
+def _ranked(pool: ItemPool, scores: Sequence[float], top_k: int) -> tuple[Any, ...]:
+    """Top ``top_k`` of ``pool`` by ``scores`` (Python floats), ties by recency, then order."""
+    best = sorted(zip([-s for s in scores], pool.ranks, range(len(pool))))[:top_k]
+    return tuple(pool.items[i] for _, _, i in best)
+
+
+def _bm25_ranked(pool: ItemPool, query: str, top_k: int) -> tuple[Any, ...]:
+    scores = pool.bm25(query)
+    if scores is None:  # every score 0: by recency
+        return pool.recent[:top_k]
+    return pool.top(scores, top_k)
 
 
 def select_items(
@@ -239,7 +330,8 @@ def select_items(
     """Choose the items to inject for ``question`` (see the module doc for the rule).
 
     Args:
-        items: the user's live items (soft-deleted and expired ones already left out).
+        items: the user's live items (soft-deleted and expired ones already left out), or an
+            :class:`ItemPool` of them (then ``recent`` is None: the pool has it).
         question: the user's current message.
         threshold: item count from which only the ``top_k`` most relevant are injected (>= 1).
         top_k: how many items a ranked selection keeps (>= 1).
@@ -259,23 +351,31 @@ def select_items(
     for name, value in (("threshold", threshold), ("top_k", top_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgumentError(f"{name} must be a whole number >= 1, got {value!r}")
-    items = list(items)
-    if not items:
+    if isinstance(items, ItemPool):
+        if recent is not None:
+            raise InvalidArgumentError("recent is part of an ItemPool: pass one or the other")
+        pool = items
+    else:
+        items = list(items)
+        if not items:
+            return Selection((), "none", 0)
+        if recent is not None and len(recent) != len(items):
+            raise InvalidArgumentError("recent must hold the same items as items")
+        if len(items) < threshold:
+            return Selection(tuple(by_recency(items) if recent is None else recent), "all", len(items))
+        pool = ItemPool(items, recent)
+    total = len(pool)
+    if not total:
         return Selection((), "none", 0)
-    if recent is not None and len(recent) != len(items):
-        raise InvalidArgumentError("recent must hold the same items as items")
-    if len(items) < threshold:
-        return Selection(tuple(by_recency(items) if recent is None else recent), "all", len(items))
-    texts = [str(getattr(item, "text", "")) for item in items]
+    if total < threshold:
+        return Selection(pool.recent, "all", total)
     query = question or ""
     if embedding_model:
         try:
-            scores = _embedding_scores(texts, query, embedding_model, embed, timeout)
+            scores = _embedding_scores(pool.texts, query, embedding_model, embed, timeout)
         except Exception as exc:  # noqa: BLE001 - selection never fails the turn
             log.warning("embedding selection with %s failed (%s); ranking by BM25", embedding_model, type(exc).__name__)
         else:
-            return Selection(_ranked(items, scores, top_k, recent), "ranked", len(items), "embedding")
-        return Selection(
-            _ranked(items, bm25_scores(texts, query), top_k, recent), "ranked", len(items), "bm25", True
-        )
-    return Selection(_ranked(items, bm25_scores(texts, query), top_k, recent), "ranked", len(items), "bm25")
+            return Selection(_ranked(pool, scores, top_k), "ranked", total, "embedding")
+        return Selection(_bm25_ranked(pool, query, top_k), "ranked", total, "bm25", True)
+    return Selection(_bm25_ranked(pool, query, top_k), "ranked", total, "bm25")

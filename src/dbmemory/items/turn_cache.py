@@ -42,12 +42,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["MAX_USERS", "Entry", "turn_state_stmt", "get", "put", "clear"]
+__all__ = ["MAX_USERS", "Entry", "turn_state_stmt", "get", "peek", "put", "clear"]
 
 MAX_USERS = 2048
 """Users kept per engine."""
@@ -63,12 +63,17 @@ class Entry:
         min_expires: the earliest ``expires_at`` among them (None: none expires).
         recent: the same rows most recently used or changed first
             (:func:`dbmemory.items.select.by_recency`).
+        pool: the rows prepared for ranking (:class:`dbmemory.items.select.ItemPool`), or None.
+        lines: the user's rendered item lines (:data:`dbmemory.items.inject.LineCache`),
+            carried over to the next entry of the user for the texts it still holds.
     """
 
     marker: tuple[Any, ...]
     items: tuple[Any, ...]
     min_expires: Any
     recent: tuple[Any, ...] = ()
+    pool: Any = None
+    lines: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 _lock = threading.Lock()
@@ -145,6 +150,14 @@ def get(engine: Any, org: str, user_key: str, marker: tuple[Any, ...]) -> Entry 
             return None
         users.move_to_end((org, user_key))  # type: ignore[union-attr]
         return entry
+
+
+def peek(engine: Any, org: str, user_key: str) -> Entry | None:
+    """The entry of (engine, org, user) whatever its marker (the one a new read replaces), or
+    None; its recency in the LRU order is left as it is."""
+    with _lock:
+        users = _entries.get(engine)
+        return None if users is None else users.get((org, user_key))
 
 
 def put(engine: Any, org: str, user_key: str, entry: Entry) -> None:

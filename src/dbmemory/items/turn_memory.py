@@ -16,6 +16,7 @@ transaction: it holds no lock there.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 import sqlalchemy as sa
 
-from dbmemory.items.select import Selection, by_recency, select_items
+from dbmemory.items.select import ItemPool, Selection, select_items
 
 __all__ = [
     "TurnItems", "TurnItem", "load_turn_items", "choose", "turn_items_stmt", "turn_rows_stmt", "org_memory_stmt",
@@ -104,6 +105,11 @@ class TurnItems:
         items: the user's live items.
         recent: the same items most recently used or changed first, or None (then sorted by
             :func:`choose`).
+        lines: the user's rendered item lines (:data:`dbmemory.items.inject.LineCache`, kept
+            with the cached rows; pass it to :func:`~dbmemory.items.inject.memory_sections`),
+            or None.
+        pool: ``items`` prepared for ranking (:class:`~dbmemory.items.select.ItemPool`, kept
+            with the cached rows), or None (then built by :func:`choose`).
         selection: the chosen items (after :func:`choose`).
         injected: the items that fitted the budget and went into the prompt.
     """
@@ -114,6 +120,8 @@ class TurnItems:
     org_memory: str = ""
     items: list[Any] = field(default_factory=list)
     recent: list[Any] | None = None
+    pool: ItemPool | None = None
+    lines: dict[Any, Any] | None = None
     selection: Selection | None = None
     injected: tuple[Any, ...] = ()
 
@@ -168,19 +176,33 @@ def load_turn_items(
             raise dialect.translate_db_error(exc, "reading the memory items of a turn") from exc
         cached = tuple(TurnItem(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6]) for r in rows)
         expiring = [i.expires_at for i in cached if i.expires_at is not None]
+        pool = ItemPool(cached)
         entry = turn_cache.Entry(
-            marker, cached, min(expiring, key=_aware) if expiring else None, tuple(by_recency(cached))
+            marker, cached, min(expiring, key=_aware) if expiring else None, pool.recent, pool,
+            _carried_lines(turn_cache.peek(engine, org, key), cached),
         )
         turn_cache.put(engine, org, key, entry)
     when = _aware(now or dt.datetime.now(dt.timezone.utc))
     if entry.min_expires is None or _aware(entry.min_expires) > when:
-        live, recent = list(entry.items), list(entry.recent)
+        live, recent, pool = list(entry.items), list(entry.recent), entry.pool
     else:
         def alive(i: TurnItem) -> bool:
             return i.expires_at is None or _aware(i.expires_at) > when
 
         live, recent = [i for i in entry.items if alive(i)], [i for i in entry.recent if alive(i)]
-    return TurnItems(org, True, settings, org_memory=row[1] or "", items=live, recent=recent)
+        pool = ItemPool(live, recent)
+    return TurnItems(
+        org, True, settings, org_memory=row[1] or "", items=live, recent=recent, pool=pool, lines=entry.lines
+    )
+
+
+def _carried_lines(old: Any, rows: tuple[TurnItem, ...]) -> dict[Any, Any]:
+    """The rendered lines of ``old`` (the entry being replaced) for the texts ``rows`` still
+    hold: an unchanged item is not rendered and counted again after a re-read."""
+    if old is None or not old.lines:
+        return {}
+    keep = {(i.text, i.kind) for i in rows}
+    return {k: v for k, v in old.lines.items() if (k[0], k[1]) in keep}
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -214,14 +236,19 @@ def choose(loaded: TurnItems, question: str, *, timeout: float | None = None) ->
     """Select the items for ``question`` with the organisation's threshold, top-k and embedding
     model (:func:`dbmemory.items.select.select_items`); stored on ``loaded.selection``."""
     settings = loaded.settings
+    pool = loaded.pool
+    if pool is not None and (
+        len(pool) != len(loaded.items) or not all(map(operator.is_, pool.items, loaded.items))
+    ):
+        pool = None  # the caller changed ``items``: rank what it holds now
     selection = select_items(
-        loaded.items,
+        loaded.items if pool is None else pool,
         question,
         threshold=settings.selection_threshold,
         top_k=settings.top_k,
         embedding_model=settings.embedding_model or None,
         timeout=timeout,
-        recent=loaded.recent,
+        recent=loaded.recent if pool is None else None,
     )
     loaded.selection = selection
     return selection
