@@ -361,6 +361,53 @@ def test_a_second_conflict_gives_up_without_overwriting(db: Engine) -> None:
     ) == 1.0
 
 
+def test_a_profile_deleted_and_created_again_meanwhile_is_never_replaced_by_a_rewrite_of_the_old(
+    db: Engine,
+) -> None:
+    """Compare-and-set by version alone cannot see a profile deleted (an opt-out, an admin
+    delete) and created again during the model calls: the new one is at version 1 again, like
+    the one the rewrite was made from. The write also requires the text it was made from, so the
+    pipeline reruns on the new profile and nothing of the old one comes back."""
+    _seed(db)
+    state = _load(db)
+    assert state is not None and state.version == 1
+    fresh = body_with({"Identity": ["Name: Robin"]})
+
+    def rewrite_after_an_opt_out_and_back(messages: list[dict[str, Any]]) -> str:
+        with db.begin() as conn:
+            if read_profile(conn, "00123").text != fresh:
+                set_user_memory_enabled(conn, "00123", False)  # deletes the profile
+                set_user_memory_enabled(conn, "00123", True)
+                write_profile(conn, "00123", fresh, expected_version=0)
+        return FULL
+
+    fake = FakeModel(rewrite=rewrite_after_an_opt_out_and_back)
+    post = UserMemoryPostprocessor(db, CONFIG, MODEL, "00123", state, complete=fake, now=fixed_now(NOW))
+    result = post.run("hi", "hello")
+    assert result.attempts == 2, result  # the first write was refused: not the file it read
+    assert "Name: Robin" in fake.prompt("rewrite", 1)  # the rerun starts from the new profile
+    assert "Name: Robin" not in fake.prompt("rewrite", 0)
+    assert result.outcome == "updated" and result.version == 2  # the new profile's next version
+
+
+def test_write_profile_refuses_a_text_that_is_not_the_one_the_rewrite_was_made_from(db: Engine) -> None:
+    from dbmemory.errors import ConflictError
+
+    _seed(db)
+    with db.begin() as conn:
+        current = read_profile(conn, "00123")
+        delete_profile_text = body_with({"Identity": ["Name: Robin"]})
+        set_user_memory_enabled(conn, "00123", False)
+        set_user_memory_enabled(conn, "00123", True)
+        write_profile(conn, "00123", delete_profile_text, expected_version=0)
+    with db.begin() as conn, pytest.raises(ConflictError, match="deleted and created again"):
+        write_profile(conn, "00123", current.text + "\n- more\n", expected_version=1, expected_text=current.text)
+    assert _stored(db) == delete_profile_text
+    with db.begin() as conn:  # the version alone would have let it through
+        write_profile(conn, "00123", delete_profile_text + "\n- ok\n", expected_version=1,
+                      expected_text=delete_profile_text)
+
+
 # -- opt-out -----------------------------------------------------------------------------------
 
 

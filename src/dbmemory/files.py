@@ -389,6 +389,7 @@ def put_file(
     expected_version: int | None = None,
     expiry_exempt: bool | None = None,
     actor: str = "admin",
+    expected_text: str | None = None,
 ) -> FileRecord:
     """Write a whole file, creating or replacing it (admin upsert; profile compare-and-set).
 
@@ -401,6 +402,10 @@ def put_file(
         caps: deprecated and ignored (a ``DeprecationWarning``): the store row's caps apply.
         expected_version: ``None`` writes whatever is there; ``0`` requires that the file does
             not exist; ``n`` requires that it is at version ``n`` (compare-and-set).
+        expected_text: with ``expected_version`` ``n``: the text the new one was made from;
+            the stored text must still be it. A version alone cannot tell a file deleted and
+            created again (it restarts at version 1) from the one that was read, so a rewrite
+            made from the old file would replace the new one; the text can.
         expiry_exempt: set the file's exemption from the expiry rule; ``None`` keeps it
             (new files: not exempt).
         actor: who writes, for the audit event.
@@ -411,7 +416,8 @@ def put_file(
 
     Raises:
         InvalidPathError / InvalidArgumentError: invalid path or text.
-        ConflictError: ``expected_version`` does not match (someone else wrote first).
+        ConflictError: ``expected_version`` or ``expected_text`` does not match (someone else
+            wrote first, or the file was deleted and created again).
         CapExceededError: a cap would be exceeded (when ``enforce_caps``).
         InvalidArgumentError: also for a ``conn``, ``store``, ``caps``, ``actor``,
             ``enforce_caps``, ``expected_version`` or ``expiry_exempt`` of the wrong type or
@@ -425,6 +431,8 @@ def put_file(
     path = normalize_path(path)
     _require_not_root(path, "write")
     validate_text(text)
+    if expected_text is not None:
+        validate_text(expected_text, what="expected_text")
     known_id = store.store_id if isinstance(store, StoreRef) else store
     with _savepoint(conn, f"writing {path}"):
         store_id, store_key, caps, (count, total), row = _lock_store_file_caps(
@@ -471,6 +479,12 @@ def put_file(
                 raise ConflictError(
                     f"{path} is at version {old.version}, not {expected_version}: "
                     "someone else changed it; reload and retry",
+                    code="conflict",
+                )
+            if expected_text is not None and old.text != expected_text:
+                raise ConflictError(
+                    f"{path} is not the file that was read (it was deleted and created again "
+                    "since): reload and retry",
                     code="conflict",
                 )
             if old.text == text and (expiry_exempt is None or expiry_exempt == old.expiry_exempt):

@@ -184,6 +184,7 @@ def edit(
             conn, user_id, canonical,
             expected_version=record.version if record is not None else 0,
             root_folder=root_folder, actor=ACTOR,
+            expected_text=record.text if record is not None else None,
         )
     if as_json:
         print_json({"user_id": user_id, "version": written.version, "chars": written.chars})

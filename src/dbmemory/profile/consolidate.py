@@ -541,6 +541,7 @@ class UserMemoryPostprocessor:
                 root_folder=self.config.root_folder,
                 actor=self.actor,
                 store_id=state.store_id if state is not None else None,
+                expected_text=state.text if state is not None else None,
             )
 
     def _reload(self) -> UserMemoryState | None:

@@ -312,6 +312,7 @@ def write_profile(
     root_folder: str = DEFAULT_ROOT_FOLDER,
     actor: str = "profile",
     store_id: int | None = None,
+    expected_text: str | None = None,
 ) -> FileRecord:
     """Write ``user_id``'s profile with compare-and-set, expiry-exempt, audited.
 
@@ -329,6 +330,9 @@ def write_profile(
         root_folder: the profile namespace.
         actor: recorded in the audit event.
         store_id: the profile store's id when known (a hint, checked against the key).
+        expected_text: the text the rewrite was made from (with ``expected_version``): the
+            stored profile must still be it, so a profile deleted (an opt-out) and created
+            again at version 1 is never replaced by a rewrite of the old one.
 
     Returns:
         The :class:`~dbmemory.model.FileRecord` after the write.
@@ -357,7 +361,7 @@ def write_profile(
     )
     return files.put_file(
         conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,
-        actor=actor,
+        actor=actor, expected_text=expected_text,
     )
 
 
