@@ -55,14 +55,18 @@ _MISSING = object()
 
 
 class _Plan:
-    """One statement compiled for one dialect: SQL text, where each positional parameter comes
-    from (a name, or a constant of the statement) with its bind processor, and the result
-    processors of its columns (``None`` when no column needs one)."""
+    """One statement compiled for one dialect: SQL text, each positional parameter's name with
+    its default (a value of the statement, or ``_MISSING``) and bind processor, and the
+    ``(position, result processor)`` of the columns that have one (``None``: no column)."""
 
     __slots__ = ("sql", "binds", "results", "writes")
 
     def __init__(
-        self, sql: str, binds: list[tuple[str, Any, Any]], results: list[Any] | None, writes: bool
+        self,
+        sql: str,
+        binds: list[tuple[str, Any, Any]],
+        results: list[tuple[int, Any]] | None,
+        writes: bool,
     ) -> None:
         self.sql = sql
         self.binds = binds
@@ -86,7 +90,10 @@ class _Plan:
         results = self.results
         if results is None:
             return row
-        return tuple(value if p is None else p(value) for p, value in zip(results, row))
+        values = list(row)
+        for i, process in results:
+            values[i] = process(values[i])
+        return tuple(values)
 
 
 def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
@@ -110,8 +117,7 @@ def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
     results = None
     if isinstance(stmt, sa.Select):
         processors = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in stmt.selected_columns]
-        if any(p is not None for p in processors):
-            results = processors
+        results = [(i, p) for i, p in enumerate(processors) if p is not None] or None
     return _Plan(compiled.string, binds, results, writes=not isinstance(stmt, sa.Select))
 
 

@@ -14,9 +14,9 @@ shows 3 lines. Sizes are in characters (Python ``str`` length), never bytes.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import count
 from operator import itemgetter
 from typing import Any
 
@@ -69,9 +69,12 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+_NUMBERED = "{:>%d}\t{}" % LINE_NUMBER_WIDTH  # a literal width formats faster than a nested one
+
+
 def number_lines(lines: Iterable[str], first: int = 1) -> list[str]:
     """Prefix lines with their numbers: ``'     3\\tc'`` (6 columns, right-aligned, TAB)."""
-    return [f"{number:>{LINE_NUMBER_WIDTH}}\t{line}" for number, line in enumerate(lines, first)]
+    return list(map(_NUMBERED.format, count(first), lines))
 
 
 def format_size(chars: int) -> str:
@@ -149,6 +152,7 @@ def listing_of_rows(
     return _render_listing(directory, rows, max_chars, check=False)
 
 
+_first = itemgetter(0)
 _second = itemgetter(1)
 
 
@@ -168,10 +172,10 @@ def _render_listing(
         rows = sorted(entries)
     total = sum(map(_second, rows))
     top = _level(rows, 0, len(rows), prefix, deeper=True, check=check)
-    count = len(top)
+    n_entries = len(top)
     for entry in top:
         if len(entry) == 3:
-            count += len(entry[2])
+            n_entries += len(entry[2])
     lines = [messages.view_directory_header(directory), f"{_size(total)}\t{directory}"]
     for entry in top:
         if len(entry) == 2:
@@ -182,18 +186,18 @@ def _render_listing(
             f"{size}\t{path}" if size.__class__ is int and 0 <= size < 1024 else _line(path, size)
             for path, size in entry[2]
         ]
-    if max_chars is None:
-        return "\n".join(lines)
-    lengths = list(map(len, lines))
-    if sum(lengths) + len(lines) - 1 <= max_chars:
-        return "\n".join(lines)
-    # clipped: keep the whole entries that fit with the longest note
-    note = messages.listing_clipped(max_chars, count, count)
+    text = "\n".join(lines)
+    if check and text.count("\n") != len(lines) - 1:
+        raise ValueError("a path holds a line break: paths must be canonical")
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    # clipped: keep the whole entries that fit with the longest note; the lines kept end at
+    # the last line break within the budget (the header and the total are always kept)
+    note = messages.listing_clipped(max_chars, n_entries, n_entries)
     budget = max_chars - len(note) - 1
-    ends = list(accumulate(map((1).__add__, lengths)))  # ends[k]: lines[:k + 1], each + "\n"
-    kept = max(2, bisect_right(ends, budget + 1))
-    note = messages.listing_clipped(max_chars, kept - 2, count)
-    return "\n".join(lines[:kept]) + "\n" + note
+    cut = max(text.rfind("\n", 0, budget + 1), len(lines[0]) + 1 + len(lines[1]))
+    note = messages.listing_clipped(max_chars, text.count("\n", 0, cut) - 1, n_entries)
+    return text[:cut] + "\n" + note
 
 
 def _level(
@@ -209,9 +213,11 @@ def _level(
     own row tuple. An entry is a file's ``(path, size)``, a directory's ``(path, [size])``, or
     with ``deeper`` ``(path, [size], its entries)``; the first item, the path without a final
     ``/``, orders the level by name (``a`` before ``a-b``, which the text ``a/x`` would not),
-    so a level is sorted again only when it holds a directory.
+    so a level is sorted again only when it holds a directory. Whether the rest of a level
+    holds a subdirectory at all is one count of ``/`` in its joined paths.
     """
     start = len(prefix)
+    slashes = prefix.count("/")
     out: list[Any] = []
     mixed = False
     for a, b in _visible(rows, lo, hi, prefix):
@@ -222,6 +228,9 @@ def _level(
             cut = path.find("/", start)
             if cut < 0:  # a run of files, up to the next subdirectory
                 if flags is None:
+                    if "\n".join(map(_first, rows[k:b])).count("/") == (b - k) * slashes:
+                        out += rows[k:b]  # no subdirectory in the rest: all files
+                        break
                     first = k
                     flags = [row[0].find("/", start) >= 0 for row in rows[k:b]]
                 try:
