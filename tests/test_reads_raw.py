@@ -231,3 +231,22 @@ def test_a_large_directory_view_is_the_listing_of_its_rows(engine: Engine) -> No
         entries = [(p, len(f"line {i}\nsecond ü\n")) for i, p in enumerate(paths)]
         assert out == render_listing("/memories", entries)
         assert out.endswith("view a subdirectory to see the rest)") or len(out) < 16_000
+
+
+def test_a_schema_translate_map_keeps_the_statements_on_sqlalchemy(engine: Engine) -> None:
+    """SQLAlchemy renders a ``schema_translate_map`` per execution, which a compiled raw
+    statement would not: such a connection's reads go through ``conn.execute``."""
+    _seed(engine, ["/memories/a.md"])
+    seen: list[str] = []
+    listener = lambda _c, _cur, statement, *a: seen.append(statement)  # noqa: E731
+    with engine.connect() as base:
+        conn = base.execution_options(schema_translate_map={"nowhere": None})
+        with conn.begin():
+            assert raw._driver(conn) is None
+            sa.event.listen(engine, "before_cursor_execute", listener)
+            try:
+                rows = raw.all_rows(conn, st.SELECT_SIZES_BY_KEY, {"p_key": REF.store_key})
+            finally:
+                sa.event.remove(engine, "before_cursor_execute", listener)
+    assert rows == [("/memories/a.md", len("line 0\nsecond ü\n"))]
+    assert len(seen) == 1

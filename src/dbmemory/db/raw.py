@@ -20,7 +20,8 @@ transaction SQLite ended on its own, an invalidated connection: ``conn.execute``
 
 Same observers: a connection with ``before_cursor_execute`` or ``after_cursor_execute``
 listeners (instrumentation, tests injecting faults) or echo logging takes ``conn.execute``, so
-they keep seeing every statement. Statement counts on SQLite are taken from the driver
+they keep seeing every statement; so does one with a ``schema_translate_map`` (SQLAlchemy
+renders the schema names per execution). Statement counts on SQLite are taken from the driver
 (``sqlite3.Connection.set_trace_callback``), which sees both paths.
 
 Same results: values go through the bind processors of the statement's parameters and come
@@ -143,6 +144,8 @@ def _driver(conn: Connection) -> Any:
     if not _dialect.raw_reads(conn):
         return None
     if conn.invalidated or not conn.in_transaction() or conn._echo:
+        return None
+    if "schema_translate_map" in conn.get_execution_options():  # rendered per execution
         return None
     dispatch = conn.dispatch
     if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
