@@ -98,6 +98,8 @@ def format_size(chars: int) -> str:
         raise ValueError(f"a size cannot be negative, got {chars}")
     if chars < 1024:
         return str(chars)
+    if chars < 1_048_000:  # the common case: below 1023.4K, which never rounds up to 1024.0K
+        return f"{chars / 1024:.1f}K"
     value = float(chars)
     for unit in _UNITS:
         value /= 1024
