@@ -207,8 +207,8 @@ def all_rows(conn: Connection, stmt: Any, params: dict[str, Any]) -> list[tuple[
         sqlalchemy.exc.SQLAlchemyError: as ``conn.execute(stmt, params)`` raises it.
     """
     out = _run(conn, stmt, params, "all")
-    if out is _NOT_RAW:
-        return [tuple(row) for row in conn.execute(stmt, params)]
+    if out is _NOT_RAW:  # .all() first: iterating a result row by row costs ~2x
+        return list(map(tuple, conn.execute(stmt, params).all()))
     return out  # type: ignore[no-any-return]
 
 
