@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import count
+from itertools import count, groupby
 from operator import itemgetter
 from typing import Any
 
@@ -154,6 +154,8 @@ def listing_of_rows(
     return _render_listing(directory, rows, max_chars, check=False)
 
 
+_CHUNK = 256
+"""Entries formatted at a time: a clipped listing stops formatting soon after its limit."""
 _first = itemgetter(0)
 _second = itemgetter(1)
 
@@ -179,15 +181,27 @@ def _render_listing(
         if len(entry) == 3:
             n_entries += len(entry[2])
     lines = [messages.view_directory_header(directory), f"{_size(total)}\t{directory}"]
-    for entry in top:
-        if len(entry) == 2:
-            lines.append(_line(*entry))
-            continue
-        lines.append(f"{_size(entry[1][0])}\t{entry[0]}/")
-        lines += [
-            f"{size}\t{path}" if size.__class__ is int and 0 <= size < 1024 else _line(path, size)
-            for path, size in entry[2]
-        ]
+    room = -1 if max_chars is None else max_chars + 1  # past it, the output is clipped for sure
+    used = len(lines[0]) + 1 + len(lines[1]) + 1  # characters so far, a "\n" after each line
+    for is_directory, group in groupby(top, key=len):  # runs of files, directories one by one
+        for entry in group if is_directory == 3 else (list(group),):
+            if is_directory == 3:
+                lines.append(f"{_size(entry[1][0])}\t{entry[0]}/")
+                used += len(lines[-1]) + 1
+                entry = entry[2]
+            for at in range(0, len(entry), _CHUNK):  # formatted only as far as it can show
+                chunk = [
+                    f"{size}\t{path}" if size.__class__ is int and 0 <= size < 1024 else _line(path, size)
+                    for path, size in entry[at : at + _CHUNK]
+                ]
+                lines += chunk
+                used += sum(map(len, chunk)) + len(chunk)
+                if used > room >= 0:
+                    break
+            if used > room >= 0:
+                break
+        if used > room >= 0:
+            break
     text = "\n".join(lines)
     if check and text.count("\n") != len(lines) - 1:
         raise ValueError("a path holds a line break: paths must be canonical")
