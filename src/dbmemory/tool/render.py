@@ -140,7 +140,9 @@ def render_listing(
         The listing text (no trailing newline).
 
     Raises:
-        ValueError: an entry is not strictly below ``directory`` (a caller bug).
+        ValueError: an entry is not strictly below ``directory``, a path is given twice or as
+            both a file and a directory, or holds a line break (a caller bug: the entries
+            are not one store's canonical paths).
     """
     return _render_listing(directory, entries, max_chars, check=True)
 
