@@ -250,3 +250,20 @@ def test_a_schema_translate_map_keeps_the_statements_on_sqlalchemy(engine: Engin
                 sa.event.remove(engine, "before_cursor_execute", listener)
     assert rows == [("/memories/a.md", len("line 0\nsecond ü\n"))]
     assert len(seen) == 1
+
+
+def test_a_views_touch_in_a_savepoint_rolls_back_with_it(engine: Engine) -> None:
+    """Raw statements run inside the caller's savepoint as SQLAlchemy's would: the touch of a
+    view made in a savepoint is undone when the savepoint is rolled back."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the inline touch is SQLite's")
+    _seed(engine, ["/memories/a.md"])
+    with engine.connect() as conn:
+        tool = MemoryTool.for_store(conn, "rawreads")
+        conn.commit()
+        with conn.begin():
+            savepoint = conn.begin_nested()
+            assert "second ü" in tool.execute({"command": "view", "path": "/memories/a.md"})
+            assert conn.execute(sa.select(sa.func.count()).select_from(file_reads)).scalar_one() == 1
+            savepoint.rollback()
+            assert conn.execute(sa.select(sa.func.count()).select_from(file_reads)).scalar_one() == 0
