@@ -274,15 +274,27 @@ def _level(
     return out
 
 
-def _visible(rows: list[tuple[str, int]], lo: int, hi: int, prefix: str) -> list[tuple[int, int]]:
+def _visible(rows: list[tuple[str, int]], lo: int, hi: int, prefix: str) -> Iterable[tuple[int, int]]:
     """``rows[lo:hi]`` without the hidden names under ``prefix`` (``prefix.*`` and
-    :data:`EXCLUDED_NAMES` with everything below them): the ranges that are left."""
-    cuts = [(bisect_left(rows, (prefix + ".",), lo, hi), bisect_left(rows, (prefix + "/",), lo, hi))]
+    :data:`EXCLUDED_NAMES` with everything below them): the ranges that are left. A bisection
+    per rule tells whether the level has such a name at all."""
+    cuts = []
+    dot = prefix + "."
+    first = bisect_left(rows, (dot,), lo, hi)
+    if first < hi and rows[first][0].startswith(dot):
+        cuts.append((first, bisect_left(rows, (prefix + "/",), first, hi)))
     for name in EXCLUDED_NAMES:
-        first = bisect_left(rows, (prefix + name,), lo, hi)
-        if first < hi and rows[first][0] == prefix + name:
+        base = prefix + name
+        first = bisect_left(rows, (base,), lo, hi)
+        if first == hi or not rows[first][0].startswith(base):
+            continue
+        if rows[first][0] == base:
             cuts.append((first, first + 1))
-        cuts.append((bisect_left(rows, (prefix + name + "/",), lo, hi), bisect_left(rows, (prefix + name + "0",), lo, hi)))
+        under = bisect_left(rows, (base + "/",), first, hi)
+        if under < hi and rows[under][0].startswith(base + "/"):
+            cuts.append((under, bisect_left(rows, (base + "0",), under, hi)))
+    if not cuts:
+        return ((lo, hi),)
     spans = []
     at = lo
     for a, b in sorted(cuts):
@@ -297,8 +309,8 @@ def _visible(rows: list[tuple[str, int]], lo: int, hi: int, prefix: str) -> list
 def _line(path: str, size: int | list[int]) -> str:
     """One listing line: a file's ``(path, size)`` or a directory's ``(path, [size])``."""
     if size.__class__ is list:
-        return f"{_size(size[0])}\t{path}/"  # type: ignore[index]
-    return f"{_size(size)}\t{path}"  # type: ignore[arg-type]
+        return f"{format_size(size[0])}\t{path}/"  # type: ignore[index]
+    return f"{format_size(size)}\t{path}"  # type: ignore[arg-type]
 
 
 def _size(chars: int) -> str:
