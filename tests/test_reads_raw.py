@@ -267,3 +267,10 @@ def test_a_views_touch_in_a_savepoint_rolls_back_with_it(engine: Engine) -> None
             assert conn.execute(sa.select(sa.func.count()).select_from(file_reads)).scalar_one() == 1
             savepoint.rollback()
             assert conn.execute(sa.select(sa.func.count()).select_from(file_reads)).scalar_one() == 0
+
+
+def test_a_parameter_its_type_refuses_fails_as_conn_execute_does(engine: Engine) -> None:
+    """A bind processor's error is SQLAlchemy's ``StatementError``, on the raw path too."""
+    with engine.connect() as conn, conn.begin():
+        with pytest.raises(sa.exc.StatementError):
+            raw.row_count(conn, st.UPDATE_FILE_READ, {"p_fid": 1, "p_now": "not a datetime"})

@@ -168,7 +168,7 @@ def _run(conn: Connection, stmt: Any, params: dict[str, Any], how: str) -> Any:
         return _NOT_RAW
     try:
         args = plan.args(params)
-    except KeyError:  # a parameter missing: conn.execute raises what it raises
+    except Exception:  # a parameter missing or refused by its type: conn.execute says so
         return _NOT_RAW
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
