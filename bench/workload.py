@@ -67,30 +67,45 @@ class Recorder:
 
 
 class StatementCounter:
-    """Counts the statements one SQLAlchemy connection sends (``before_cursor_execute``),
-    SAVEPOINT/RELEASE included, SQLite's ``BEGIN IMMEDIATE`` excluded (begin/commit are not
-    counted on either side)."""
+    """Counts the statements one SQLAlchemy connection sends, SAVEPOINT/RELEASE included,
+    BEGIN/COMMIT/ROLLBACK excluded (not counted on either side).
+
+    SQLite: every statement the driver runs (``sqlite3``'s trace callback), so reads that the
+    library runs on the raw cursor (``dbmemory.db.raw``) are counted like the others; elsewhere
+    a ``before_cursor_execute`` listener on the connection's statements."""
 
     def __init__(self, engine: Engine, conn: sa.Connection) -> None:
         self.engine = engine
+        self.conn = conn
         self.dbapi = conn.connection.dbapi_connection
+        self.traced = engine.dialect.name == "sqlite"
         self.count = 0
         self.log: list[str] = []
 
     def __enter__(self) -> StatementCounter:
-        sa.event.listen(self.engine, "before_cursor_execute", self._on)
+        if self.traced:
+            self.conn.connection.driver_connection.set_trace_callback(self._count)
+        else:
+            sa.event.listen(self.engine, "before_cursor_execute", self._on)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sa.event.remove(self.engine, "before_cursor_execute", self._on)
+        if self.traced:
+            self.conn.connection.driver_connection.set_trace_callback(None)
+        else:
+            sa.event.remove(self.engine, "before_cursor_execute", self._on)
 
-    def _on(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if conn.connection.dbapi_connection is not self.dbapi:
-            return  # another connection (e.g. the background touch worker)
-        if statement.strip().upper().startswith("BEGIN"):
+    def _count(self, statement: str) -> None:
+        text = statement.strip().upper()
+        if text.startswith("BEGIN") or text in ("COMMIT", "ROLLBACK"):
             return
         self.count += 1
         self.log.append(statement.split("\n")[0][:80])
+
+    def _on(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if conn.connection.dbapi_connection is not self.dbapi:
+            return  # another connection (e.g. a touch connection)
+        self._count(statement)
 
 
 def check(out: str, what: str) -> str:

@@ -1,5 +1,6 @@
 """Statements per MEMORY tool command (issue 12), counted, never timed: every statement the
-tool's connection sends is seen by a ``before_cursor_execute`` listener. The budgets are what
+tool's connection sends is seen (SQLite: the driver's trace callback, which also sees the reads
+run on the raw cursor; elsewhere a ``before_cursor_execute`` listener). The budgets are what
 the write path sends today with every guarantee kept; a change that adds a statement to a hot
 path fails here.
 
@@ -12,6 +13,7 @@ those two wire round trips.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dbmemory import enable_for_agent
-from dbmemory.db.schema import files, stores
+from dbmemory.db.dialect import utcnow
+from dbmemory.db.schema import file_reads, files, stores
 from dbmemory.tool import MemoryTool
 from dbmemory.txn import clear_single_unit, mark_single_unit
 
@@ -47,21 +50,41 @@ COMMANDS: list[tuple[str, dict[str, Any]]] = [
 
 
 class Counter:
+    """The statements one connection sends, by first word; BEGIN, COMMIT and ROLLBACK left out.
+
+    On SQLite every statement the driver runs is seen (``sqlite3``'s trace callback), whether
+    it went through SQLAlchemy or straight to the cursor (:mod:`dbmemory.db.raw`); elsewhere a
+    ``before_cursor_execute`` listener sees them (nothing bypasses SQLAlchemy there)."""
+
     def __init__(self, engine: Engine, conn: Connection) -> None:
         self.engine = engine
+        self.conn = conn
         self.dbapi = conn.connection.dbapi_connection
+        self.traced = engine.dialect.name == "sqlite"
         self.log: list[str] = []
 
+    def _record(self, statement: str) -> None:
+        text = statement.strip().upper()
+        if text.startswith("BEGIN") or text in ("COMMIT", "ROLLBACK"):
+            return
+        self.log.append(text.split(None, 1)[0])
+
     def _on(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if conn.connection.dbapi_connection is self.dbapi and not statement.lstrip().upper().startswith("BEGIN"):
-            self.log.append(statement.split(None, 1)[0].upper())
+        if conn.connection.dbapi_connection is self.dbapi:
+            self._record(statement)
 
     def __enter__(self) -> Counter:
-        sa.event.listen(self.engine, "before_cursor_execute", self._on)
+        if self.traced:
+            self.conn.connection.driver_connection.set_trace_callback(self._record)
+        else:
+            sa.event.listen(self.engine, "before_cursor_execute", self._on)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sa.event.remove(self.engine, "before_cursor_execute", self._on)
+        if self.traced:
+            self.conn.connection.driver_connection.set_trace_callback(None)
+        else:
+            sa.event.remove(self.engine, "before_cursor_execute", self._on)
 
 
 @pytest.fixture
@@ -140,3 +163,67 @@ def test_a_failed_write_of_a_turns_tool_call_leaves_nothing(
         assert c.execute(sa.select(sa.func.count()).select_from(files)).scalar_one() == n_files
     with conn.begin():
         assert "created" in tool.execute({"command": "create", "path": "/memories/ok.md", "file_text": "ok"})
+
+
+def _run_commands(engine: Engine, conn: Connection, tool: MemoryTool) -> dict[str, list[str]]:
+    seen: dict[str, list[str]] = {}
+    for name, args in COMMANDS:
+        with Counter(engine, conn) as counter:
+            with conn.begin():
+                out = tool.execute(args)
+        assert not out.startswith("Error"), (name, out)
+        seen[name] = counter.log
+    return seen
+
+
+def _age_the_files(engine: Engine) -> None:
+    """Every file last touched 3 days ago, no read recorded: the next view records a touch."""
+    with engine.begin() as c:
+        c.execute(sa.update(files).values(last_accessed_at=utcnow() - dt.timedelta(days=3)))
+        c.execute(sa.delete(file_reads))
+
+
+def test_the_count_does_not_depend_on_the_path_a_read_takes(
+    engine: Engine, seeded: tuple[Connection, MemoryTool]
+) -> None:
+    """Reads that run on the raw cursor (SQLite, :mod:`dbmemory.db.raw`) are counted like the
+    ones SQLAlchemy runs: the same commands with a cursor listener (which sends every
+    statement through SQLAlchemy) count the same statements, the touch of a view included."""
+    conn, tool = seeded
+    _age_the_files(engine)
+    raw_path = _run_commands(engine, conn, tool)
+    _age_the_files(engine)
+    listener = lambda *a: None  # noqa: E731
+    sa.event.listen(engine, "before_cursor_execute", listener)
+    try:
+        sa_path = _run_commands(engine, conn, tool)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", listener)
+    assert raw_path == sa_path
+    assert raw_path["view directory"] == ["SELECT"]
+
+
+def test_views_on_sqlite_run_on_the_raw_cursor(
+    engine: Engine, seeded: tuple[Connection, MemoryTool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite a view of a directory and of a file (with the touch it records) sends no
+    statement through ``Connection.execute``: they run on the driver's cursor."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the raw-cursor reads are SQLite's")
+    conn, tool = seeded
+    _age_the_files(engine)
+    calls: list[object] = []
+    real = Connection.execute
+
+    def counting(self: Connection, statement: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(statement)
+        return real(self, statement, *args, **kw)
+
+    monkeypatch.setattr(Connection, "execute", counting)
+    with Counter(engine, conn) as counter:
+        for path in ("/memories", "/memories/seed.md"):
+            with conn.begin():
+                out = tool.execute({"command": "view", "path": path})
+            assert not out.startswith("Error"), out
+    assert calls == []
+    assert counter.log == ["SELECT", "SELECT", "INSERT"], counter.log

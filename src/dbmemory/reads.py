@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from dbmemory import statements as st
 from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.db import dialect, raw
 from dbmemory.db.schema import files as _files
 from dbmemory.errors import (
     NotFoundError,
@@ -24,7 +24,22 @@ from dbmemory.paths import ROOT, is_root, normalize_path, path_hash
 from dbmemory.touch import touch_after_read
 from dbmemory.store_lock import StoreArg, _existing_store_id, _info, _record
 
-__all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path", "file_bytes"]
+__all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path", "view_entries", "file_bytes"]
+
+_FILE = raw.columns(st.SELECT_FILE_READ)
+"""Column positions of a touching file read (the same for :data:`st.SELECT_FILE_READ_BY_KEY`)."""
+assert _FILE == raw.columns(st.SELECT_FILE_READ_BY_KEY)
+_FID, _LAST, _READ_AT = _FILE["file_id"], _FILE["last_accessed_at"], _FILE["read_at"]
+
+
+class _Named:
+    """A row tuple with the ``_mapping`` that :func:`dbmemory.store_lock._record` and
+    ``_info`` read (one place maps columns to :class:`FileRecord` fields)."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, keys: dict[str, int], row: tuple[Any, ...]) -> None:
+        self._mapping = dict(zip(keys, row))
 
 
 def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
@@ -82,14 +97,17 @@ class _Listing:
         return cls(stmt, {"p_key": store_key, **st.prefix_params(directory)}, sizes)
 
 
-def _listing(conn: Connection, listing: _Listing, directory: str) -> list[Any]:
+def _listing(conn: Connection, listing: _Listing, directory: str, *, ordered: bool = True) -> list[Any]:
+    """The listing's rows: ``(path, size)`` pairs (``sizes``) or :class:`FileInfo`, sorted by
+    path (``ordered=False``: pairs in the database's order, for a renderer that sorts)."""
     try:
-        rows = conn.execute(listing.stmt, listing.params).all()
+        rows = raw.all_rows(conn, listing.stmt, listing.params)
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, f"listing {directory}") from exc
     if listing.sizes:
-        return sorted((r[0], r[1]) for r in rows)
-    return sorted((_info(r) for r in rows), key=lambda f: f.path)
+        return sorted(rows) if ordered else rows
+    keys = raw.columns(listing.stmt)
+    return sorted((_info(_Named(keys, r)) for r in rows), key=lambda f: f.path)
 
 
 def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False) -> FileRecord:
@@ -115,19 +133,34 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
     _v.check_bool(touch, "touch")
     path = normalize_path(path)
     stmt = st.SELECT_FILE_READ if touch else st.SELECT_FILE
+    if not touch:
+        try:
+            found = conn.execute(stmt, {"p_sid": store_id, "p_ph": path_hash(path)}).first()
+        except sa.exc.SQLAlchemyError as exc:
+            raise dialect.translate_db_error(exc, f"reading {path}") from exc
+        if found is None:
+            raise NotFoundError(f"the path {path} does not exist", code="not_found")
+        return _record(found)
     row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
     if row is None:
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
-    if touch:
-        touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
-    return _record(row)
+    return _touched(conn, row, path)
 
 
-def _select_file(conn: Connection, stmt: Any, params: dict[str, Any], path: str) -> Row[Any] | None:
+def _select_file(
+    conn: Connection, stmt: Any, params: dict[str, Any], path: str
+) -> tuple[Any, ...] | None:
+    """A touching read (:data:`st.SELECT_FILE_READ` or ``_BY_KEY``): the row tuple or None."""
     try:
-        return conn.execute(stmt, params).first()
+        return raw.first_row(conn, stmt, params)
     except sa.exc.SQLAlchemyError as exc:
         raise dialect.translate_db_error(exc, f"reading {path}") from exc
+
+
+def _touched(conn: Connection, row: tuple[Any, ...], path: str) -> FileRecord:
+    """Record the read of ``row`` (:func:`touch_after_read`), then the file."""
+    touch_after_read(conn, row[_FID], row[_LAST], row[_READ_AT], path=path)
+    return _record(_Named(_FILE, row))  # type: ignore[arg-type]
 
 
 def read_path(
@@ -159,7 +192,18 @@ def view_path(
     return _read(conn, store, path, sizes=True)
 
 
-def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -> Any:
+def view_entries(
+    conn: Connection, store: StoreArg | None, path: str
+) -> FileRecord | list[tuple[str, int]]:
+    """:func:`view_path` with a directory's pairs in the database's order, for
+    :func:`dbmemory.tool.render.listing_of_rows`, which sorts them as it renders (one sort,
+    not two). Errors as :func:`view_path`."""
+    return _read(conn, store, path, sizes=True, ordered=False)
+
+
+def _read(
+    conn: Connection, store: StoreArg | None, path: str, *, sizes: bool, ordered: bool = True
+) -> Any:
     _v.check_connection(conn)
     if store is not None:
         _v.check_store(store)
@@ -169,24 +213,25 @@ def _read(conn: Connection, store: StoreArg | None, path: str, *, sizes: bool) -
         # frees its id, which SQLite may give to another tenant's new store.
         key = store.store_key
         if is_root(path):
-            return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+            return _listing(conn, _Listing.by_key(key, path, sizes=sizes), path, ordered=ordered)
         row = _select_file(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": key, "p_ph": path_hash(path)}, path)
         if row is not None:
-            touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
-            return _record(row)
-        entries = _listing(conn, _Listing.by_key(key, path, sizes=sizes), path)
+            return _touched(conn, row, path)
+        entries = _listing(conn, _Listing.by_key(key, path, sizes=sizes), path, ordered=ordered)
         if entries:
             return entries
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
     store_id = None if store is None else _existing_store_id(conn, store)
     if is_root(path):
-        return [] if store_id is None else _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
+        return [] if store_id is None else _listing(
+            conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered
+        )
     if store_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     try:
         return get_file(conn, store_id, path, touch=True)
     except NotFoundError:
-        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path)
+        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered)
         if entries:
             return entries
         raise

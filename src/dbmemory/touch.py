@@ -48,7 +48,7 @@ from sqlalchemy.engine.base import OptionEngine
 from sqlalchemy.pool import Pool
 
 from dbmemory import statements as st
-from dbmemory.db import dialect
+from dbmemory.db import dialect, raw
 from dbmemory.errors import NotFoundError
 
 __all__ = ["TOUCH_INTERVAL", "TOUCH_LOCK_TIMEOUT", "needs_touch", "touch_after_read", "flush_touches"]
@@ -121,8 +121,9 @@ def touch_after_read(
 
 
 def _record_inline(conn: Connection, params: dict[str, Any]) -> None:
-    if conn.execute(st.INSERT_FILE_READ, params).rowcount == 0:
-        conn.execute(st.UPDATE_FILE_READ, params)
+    # on the raw cursor where it joins the caller's transaction (dbmemory.db.raw)
+    if raw.row_count(conn, st.INSERT_FILE_READ, params) == 0:
+        raw.row_count(conn, st.UPDATE_FILE_READ, params)
 
 
 def _record_apart(conn: Connection, params: dict[str, Any], path: str) -> None:

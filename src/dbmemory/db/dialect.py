@@ -1568,3 +1568,10 @@ def path_prefix_index_ddl(name: str) -> str:
     if name == "oracle":
         return "CREATE INDEX ix_dbm_files_prefix ON dbm_files (store_id, file_path)"
     return f"CREATE INDEX ix_dbm_files_prefix ON dbm_files (store_id, substr(file_path, 1, {n}))"
+
+
+def raw_reads(bind: Connection | Engine | Dialect) -> bool:
+    """Whether the MEMORY tool's hot reads may run on the DB-API cursor
+    (:mod:`dbmemory.db.raw`): SQLite only, where SQLAlchemy's per-statement cost is several
+    times the statement's own; the servers' round trip dwarfs it."""
+    return _name(bind) == "sqlite"

@@ -34,6 +34,7 @@ from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.metrics import record_command
 from dbmemory.model import Caps, FileRecord, StoreRef
 from dbmemory.paths import ancestors
+from dbmemory.reads import view_entries
 from dbmemory.stores import _run_store, current_store_code, shared_store
 from dbmemory.tool import messages
 from dbmemory.tool.args import (
@@ -48,7 +49,7 @@ from dbmemory.tool.args import (
 )
 from dbmemory.tool.edits import apply_insert, apply_str_replace
 from dbmemory.tool.messages import ToolInputError, error_text
-from dbmemory.tool.render import render_file, render_listing
+from dbmemory.tool.render import listing_of_rows, render_file
 
 __all__ = ["MemoryTool"]
 
@@ -257,11 +258,11 @@ class MemoryTool:
     def _dispatch(self, command: object) -> str:
         conn, store = self._conn, self._store
         if isinstance(command, View):
-            found = files.view_path(conn, store, command.path)
+            found = view_entries(conn, store, command.path)
             if isinstance(found, FileRecord):
                 self._remember_store(found)
                 return render_file(command.path, found.text, coerce_view_range(command.view_range_raw))
-            return render_listing(command.path, found)
+            return listing_of_rows(command.path, found)
         if isinstance(command, Create):
             record = files.create_file(conn, store, command.path, command.file_text, actor=self.actor)
             self._remember_store(record)

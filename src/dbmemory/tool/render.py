@@ -14,7 +14,11 @@ shows 3 lines. Sizes are in characters (Python ``str`` length), never bytes.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import count, groupby
+from operator import itemgetter
+from typing import Any
 
 from dbmemory.paths import ROOT
 from dbmemory.tool import messages
@@ -28,6 +32,7 @@ __all__ = [
     "number_lines",
     "format_size",
     "render_listing",
+    "listing_of_rows",
     "render_file",
     "resolve_view_range",
     "clip_output",
@@ -64,9 +69,12 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+_NUMBERED = "{:>%d}\t{}" % LINE_NUMBER_WIDTH  # a literal width formats faster than a nested one
+
+
 def number_lines(lines: Iterable[str], first: int = 1) -> list[str]:
     """Prefix lines with their numbers: ``'     3\\tc'`` (6 columns, right-aligned, TAB)."""
-    return [f"{number:>{LINE_NUMBER_WIDTH}}\t{line}" for number, line in enumerate(lines, first)]
+    return list(map(_NUMBERED.format, count(first), lines))
 
 
 def format_size(chars: int) -> str:
@@ -90,6 +98,8 @@ def format_size(chars: int) -> str:
         raise ValueError(f"a size cannot be negative, got {chars}")
     if chars < 1024:
         return str(chars)
+    if chars < 1_048_000:  # the common case: below 1023.4K, which never rounds up to 1024.0K
+        return f"{chars / 1024:.1f}K"
     value = float(chars)
     for unit in _UNITS:
         value /= 1024
@@ -130,39 +140,182 @@ def render_listing(
         The listing text (no trailing newline).
 
     Raises:
-        ValueError: an entry is not strictly below ``directory`` (a caller bug).
+        ValueError: an entry is not strictly below ``directory``, a path is given twice or as
+            both a file and a directory, or holds a line break (a caller bug: the entries
+            are not one store's canonical paths).
     """
+    return _render_listing(directory, entries, max_chars, check=True)
+
+
+def listing_of_rows(
+    directory: str, rows: Iterable[tuple[str, int]], *, max_chars: int | None = OUTPUT_LIMIT_CHARS
+) -> str:
+    """:func:`render_listing` of rows the database selected for ``directory`` (its listing
+    statements match exactly ``directory/`` and store canonical paths), so no row is checked
+    again: the MEMORY tool's ``view`` of a directory. Same output, same errors otherwise."""
+    return _render_listing(directory, rows, max_chars, check=False)
+
+
+_CHUNK = 256
+"""Entries formatted at a time: a clipped listing stops formatting soon after its limit."""
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+def _render_listing(
+    directory: str, entries: Iterable[tuple[str, int]], max_chars: int | None, *, check: bool
+) -> str:
+    """The listing from the entries sorted by path: each level in one pass over its rows,
+    with no lookup per row (:func:`_level`)."""
     prefix = ROOT + "/" if directory == ROOT else directory + "/"
-    total = 0
-    rows: dict[tuple[str, ...], list[int]] = {}  # key -> [size, is_directory]
-    for path, size in entries:
-        if not path.startswith(prefix) or path == prefix:
-            raise ValueError(f"entry {path!r} is not below the directory {directory!r}")
-        total += size
-        parts = tuple(path[len(prefix) :].split("/"))
-        for depth in range(1, min(len(parts), 2) + 1):
-            if _hidden(parts[depth - 1]):
+    if check:
+        rows = sorted((path, size) for path, size in entries)
+        plen = len(prefix)
+        for path, _chars in rows:
+            if len(path) <= plen or not path.startswith(prefix):
+                raise ValueError(f"entry {path!r} is not below the directory {directory!r}")
+    else:
+        rows = sorted(entries)
+    total = sum(map(_second, rows))
+    top = _level(rows, 0, len(rows), prefix, deeper=True, check=check)
+    n_entries = len(top)
+    for entry in top:
+        if len(entry) == 3:
+            n_entries += len(entry[2])
+    lines = [messages.view_directory_header(directory), f"{_size(total)}\t{directory}"]
+    room = -1 if max_chars is None else max_chars + 1  # past it, the output is clipped for sure
+    used = len(lines[0]) + 1 + len(lines[1]) + 1  # characters so far, a "\n" after each line
+    for is_directory, group in groupby(top, key=len):  # runs of files, directories one by one
+        for entry in group if is_directory == 3 else (list(group),):
+            if is_directory == 3:
+                lines.append(f"{_size(entry[1][0])}\t{entry[0]}/")
+                used += len(lines[-1]) + 1
+                entry = entry[2]
+            for at in range(0, len(entry), _CHUNK):  # formatted only as far as it can show
+                chunk = [
+                    f"{size}\t{path}" if size.__class__ is int and 0 <= size < 1024 else _line(path, size)
+                    for path, size in entry[at : at + _CHUNK]
+                ]
+                lines += chunk
+                used += sum(map(len, chunk)) + len(chunk)
+                if used > room >= 0:
+                    break
+            if used > room >= 0:
                 break
-            key = parts[:depth]
-            row = rows.setdefault(key, [0, int(depth < len(parts))])
-            row[0] += size
-    lines = [messages.view_directory_header(directory), f"{format_size(total)}\t{directory}"]
-    for key in sorted(rows):
-        size, is_directory = rows[key]
-        suffix = "/" if is_directory else ""
-        lines.append(f"{format_size(size)}\t{prefix}{'/'.join(key)}{suffix}")
+        if used > room >= 0:
+            break
     text = "\n".join(lines)
+    if check and text.count("\n") != len(lines) - 1:
+        raise ValueError("a path holds a line break: paths must be canonical")
     if max_chars is None or len(text) <= max_chars:
         return text
-    note = messages.listing_clipped(max_chars, len(rows), len(rows))
+    # clipped: keep the whole entries that fit with the longest note; the lines kept end at
+    # the last line break within the budget (the header and the total are always kept)
+    note = messages.listing_clipped(max_chars, n_entries, n_entries)
     budget = max_chars - len(note) - 1
-    kept = 2
-    used = len(lines[0]) + 1 + len(lines[1])
-    while kept < len(lines) and used + 1 + len(lines[kept]) <= budget:
-        used += 1 + len(lines[kept])
-        kept += 1
-    note = messages.listing_clipped(max_chars, kept - 2, len(rows))
-    return "\n".join(lines[:kept]) + "\n" + note
+    cut = max(text.rfind("\n", 0, budget + 1), len(lines[0]) + 1 + len(lines[1]))
+    note = messages.listing_clipped(max_chars, text.count("\n", 0, cut) - 1, n_entries)
+    return text[:cut] + "\n" + note
+
+
+def _level(
+    rows: list[tuple[str, int]], lo: int, hi: int, prefix: str, *, deeper: bool, check: bool
+) -> list[Any]:
+    """The entries of one level: ``rows[lo:hi]``, sorted by path, all start with ``prefix``
+    (``".../"``).
+
+    Sorted by path, the rows under one name are consecutive: everything under ``d/`` lies in
+    ``[d/, d0)`` (``"0"`` is the character after ``"/"``), everything hidden in ``[prefix.,
+    prefix/)``; those ranges are found by bisection and a directory's size is summed in C. The
+    files between two subdirectories are taken as one slice of rows, so a shown file is its
+    own row tuple. An entry is a file's ``(path, size)``, a directory's ``(path, [size])``, or
+    with ``deeper`` ``(path, [size], its entries)``; the first item, the path without a final
+    ``/``, orders the level by name (``a`` before ``a-b``, which the text ``a/x`` would not),
+    so a level is sorted again only when it holds a directory. Whether the rest of a level
+    holds a subdirectory at all is one count of ``/`` in its joined paths.
+    """
+    start = len(prefix)
+    slashes = prefix.count("/")
+    out: list[Any] = []
+    mixed = False
+    for a, b in _visible(rows, lo, hi, prefix):
+        flags: list[bool] | None = None  # per row from ``first``: under a subdirectory?
+        first = k = a
+        while k < b:
+            path = rows[k][0]
+            cut = path.find("/", start)
+            if cut < 0:  # a run of files, up to the next subdirectory
+                if flags is None:
+                    if "\n".join(map(_first, rows[k:b])).count("/") == (b - k) * slashes:
+                        out += rows[k:b]  # no subdirectory in the rest: all files
+                        break
+                    first = k
+                    flags = [row[0].find("/", start) >= 0 for row in rows[k:b]]
+                try:
+                    d = flags.index(True, k - first) + first
+                except ValueError:
+                    d = b
+                out += rows[k:d]
+                k = d
+                continue
+            sub = path[:cut]
+            e = bisect_left(rows, (sub + "0",), k, b)
+            size = [sum(map(_second, rows[k:e]))]
+            if deeper:
+                out.append((sub, size, _level(rows, k, e, sub + "/", deeper=False, check=check)))
+            else:
+                out.append((sub, size))
+            mixed = True
+            k = e
+    if check and len({entry[0] for entry in out}) != len(out):
+        raise ValueError("a path is listed twice, or is both a file and a directory")
+    if mixed:
+        out.sort()
+    return out
+
+
+def _visible(rows: list[tuple[str, int]], lo: int, hi: int, prefix: str) -> Iterable[tuple[int, int]]:
+    """``rows[lo:hi]`` without the hidden names under ``prefix`` (``prefix.*`` and
+    :data:`EXCLUDED_NAMES` with everything below them): the ranges that are left. A bisection
+    per rule tells whether the level has such a name at all."""
+    cuts = []
+    dot = prefix + "."
+    first = bisect_left(rows, (dot,), lo, hi)
+    if first < hi and rows[first][0].startswith(dot):
+        cuts.append((first, bisect_left(rows, (prefix + "/",), first, hi)))
+    for name in EXCLUDED_NAMES:
+        base = prefix + name
+        first = bisect_left(rows, (base,), lo, hi)
+        if first == hi or not rows[first][0].startswith(base):
+            continue
+        if rows[first][0] == base:
+            cuts.append((first, first + 1))
+        under = bisect_left(rows, (base + "/",), first, hi)
+        if under < hi and rows[under][0].startswith(base + "/"):
+            cuts.append((under, bisect_left(rows, (base + "0",), under, hi)))
+    if not cuts:
+        return ((lo, hi),)
+    spans = []
+    at = lo
+    for a, b in sorted(cuts):
+        if a > at:
+            spans.append((at, a))
+        at = max(at, b)
+    if at < hi:
+        spans.append((at, hi))
+    return spans
+
+
+def _line(path: str, size: int | list[int]) -> str:
+    """One listing line: a file's ``(path, size)`` or a directory's ``(path, [size])``."""
+    if size.__class__ is list:
+        return f"{format_size(size[0])}\t{path}/"  # type: ignore[index]
+    return f"{format_size(size)}\t{path}"  # type: ignore[arg-type]
+
+
+def _size(chars: int) -> str:
+    """:func:`format_size` with its common case (below 1,024) first."""
+    return str(chars) if 0 <= chars < 1024 else format_size(chars)
 
 
 def resolve_view_range(

@@ -1,0 +1,243 @@
+"""Hot read statements run on the DB-API cursor, behind the same statement objects.
+
+SQLAlchemy's ``Connection.execute`` costs ~40-50 µs per statement on SQLite against ~7 µs for
+the statement itself on ``sqlite3``'s cursor. The reads of the MEMORY tool's ``view`` (a
+directory's listing, a file read, and the touch a read records on SQLite) go through
+:func:`all_rows`, :func:`first_row` and :func:`row_count` instead: where
+:func:`dbmemory.db.dialect.raw_reads` allows it, the statement object of
+:mod:`dbmemory.statements` is compiled once per dialect into its SQL text, the order of its
+parameters with their bind processors and the result processors of its columns, and run on
+``conn.connection.driver_connection``. Everywhere else (and whenever the raw path is not
+exactly what ``conn.execute`` would do) the same statement runs through ``conn.execute``.
+
+Same transaction: the raw path is taken only when ``conn`` is in a transaction SQLAlchemy began
+and the driver's connection is in it too (``sqlite3.Connection.in_transaction``: the ``BEGIN
+IMMEDIATE`` of :func:`dbmemory.db.dialect.configure_engine` ran). Then ``conn.execute`` would
+not begin anything first and would run the statement on that same driver connection, so the
+statement joins the caller's transaction (and savepoint) either way. Not in a transaction yet
+(SQLAlchemy would autobegin), an ``AUTOCOMMIT`` connection outside a transaction of its own, a
+transaction SQLite ended on its own, an invalidated connection: ``conn.execute``.
+
+Same observers: a connection with ``before_cursor_execute`` or ``after_cursor_execute``
+listeners (instrumentation, tests injecting faults) or echo logging takes ``conn.execute``, so
+they keep seeing every statement; so does one with a ``schema_translate_map`` (SQLAlchemy
+renders the schema names per execution). Statement counts on SQLite are taken from the driver
+(``sqlite3.Connection.set_trace_callback``), which sees both paths.
+
+Same results: values go through the bind processors of the statement's parameters and come
+back through the result processors of its columns, as in ``conn.execute`` (``UtcDateTime``
+gives aware UTC datetimes, ``Flag`` bools). Rows are plain tuples in the statement's column
+order on both paths (:func:`columns` gives the positions by name).
+
+Same errors: on a driver error the statement runs again through ``conn.execute`` (a failed
+SQLite statement changed nothing and left the transaction as it was), so SQLAlchemy's error
+wrapping, ``handle_error`` events and invalidation happen as if the raw path had never been
+tried. Only when the failed statement writes (a touch) and SQLite has ended the transaction
+with it is the statement not run again (it would run on its own, outside the caller's
+transaction): the driver error is raised wrapped as SQLAlchemy wraps it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Dialect
+
+from dbmemory.db import dialect as _dialect
+
+__all__ = ["all_rows", "first_row", "row_count", "columns"]
+
+_PLANS = "_dbmemory_raw_plans"
+"""Attribute of a dialect instance: ``{statement: _Plan or None}`` (None: never raw)."""
+
+_NOT_RAW = object()
+_MISSING = object()
+
+
+class _Plan:
+    """One statement compiled for one dialect: SQL text, each positional parameter's name with
+    its default (a value of the statement, or ``_MISSING``) and bind processor, and the
+    ``(position, result processor)`` of the columns that have one (``None``: no column)."""
+
+    __slots__ = ("sql", "binds", "results", "writes")
+
+    def __init__(
+        self,
+        sql: str,
+        binds: list[tuple[str, Any, Any]],
+        results: list[tuple[int, Any]] | None,
+        writes: bool,
+    ) -> None:
+        self.sql = sql
+        self.binds = binds
+        self.results = results
+        self.writes = writes
+
+    def args(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        """The positional values for ``params`` (``KeyError``: a required one is missing)."""
+        out = []
+        for name, default, process in self.binds:
+            value = params.get(name, _MISSING)
+            if value is _MISSING:
+                if default is _MISSING:
+                    raise KeyError(name)
+                out.append(default)
+            else:
+                out.append(value if process is None else process(value))
+        return tuple(out)
+
+    def row(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        results = self.results
+        if results is None:
+            return row
+        values = list(row)
+        for i, process in results:
+            values[i] = process(values[i])
+        return tuple(values)
+
+
+def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
+    compiled = stmt.compile(dialect=dialect)
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        return None
+    names = compiled.positiontup
+    if names is None:
+        return None
+    binds: list[tuple[str, Any, Any]] = []
+    for name in names:
+        bind = compiled.binds[name]
+        if bind.expanding or bind.callable is not None:
+            return None
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if bind.required:
+            default = _MISSING
+        else:  # a value of the statement (e.g. substr's 1), unless the caller passes one
+            default = bind.value if process is None else process(bind.value)
+        binds.append((name, default, process))
+    results = None
+    if isinstance(stmt, sa.Select):
+        processors = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in stmt.selected_columns]
+        results = [(i, p) for i, p in enumerate(processors) if p is not None] or None
+    return _Plan(compiled.string, binds, results, writes=not isinstance(stmt, sa.Select))
+
+
+def _plan(dialect: Dialect, stmt: Any) -> _Plan | None:
+    plans = dialect.__dict__.get(_PLANS)
+    if plans is None:
+        plans = dialect.__dict__.setdefault(_PLANS, {})
+    try:
+        return plans[stmt]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    try:
+        plan = _compile(dialect, stmt)
+    except Exception:  # a statement the raw path cannot render: always conn.execute
+        plan = None
+    plans[stmt] = plan
+    return plan
+
+
+def _driver(conn: Connection) -> Any:
+    """The DB-API connection when a statement may run on it directly (see the module text),
+    else ``None``."""
+    if not _dialect.raw_reads(conn):
+        return None
+    if conn.invalidated or not conn.in_transaction() or conn._echo:
+        return None
+    if "schema_translate_map" in conn.get_execution_options():  # rendered per execution
+        return None
+    dispatch = conn.dispatch
+    if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return None
+    driver = conn.connection.driver_connection
+    try:
+        if not driver.in_transaction:
+            return None
+    except Exception:  # a closed driver connection: conn.execute says so
+        return None
+    return driver
+
+
+def _run(conn: Connection, stmt: Any, params: dict[str, Any], how: str) -> Any:
+    driver = _driver(conn)
+    if driver is None:
+        return _NOT_RAW
+    plan = _plan(conn.dialect, stmt)
+    if plan is None:
+        return _NOT_RAW
+    try:
+        args = plan.args(params)
+    except Exception:  # a parameter missing or refused by its type: conn.execute says so
+        return _NOT_RAW
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        cursor = driver.execute(plan.sql, args)
+        try:
+            if how == "count":
+                return cursor.rowcount
+            if how == "first":
+                row = cursor.fetchone()
+                return None if row is None else plan.row(row)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    except dbapi_error as exc:
+        if plan.writes and not _still_in_transaction(driver):
+            raise sa.exc.DBAPIError.instance(
+                plan.sql, args, exc, dbapi_error, dialect=conn.dialect
+            ) from exc
+        return _NOT_RAW
+    if plan.results is None:
+        return rows
+    return [plan.row(row) for row in rows]
+
+
+def _still_in_transaction(driver: Any) -> bool:
+    try:
+        return bool(driver.in_transaction)
+    except Exception:
+        return True  # closed: conn.execute fails on it without running anything
+
+
+def all_rows(conn: Connection, stmt: Any, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Every row of the ``SELECT`` ``stmt`` with ``params``, as tuples in its column order.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: as ``conn.execute(stmt, params)`` raises it.
+    """
+    out = _run(conn, stmt, params, "all")
+    if out is _NOT_RAW:  # .all() first: iterating a result row by row costs ~2x
+        return list(map(tuple, conn.execute(stmt, params).all()))
+    return out  # type: ignore[no-any-return]
+
+
+def first_row(conn: Connection, stmt: Any, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The first row of the ``SELECT`` ``stmt`` (a lookup by key: at most one) as a tuple, or
+    ``None``.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: as ``conn.execute(stmt, params)`` raises it.
+    """
+    out = _run(conn, stmt, params, "first")
+    if out is _NOT_RAW:
+        row = conn.execute(stmt, params).first()
+        return None if row is None else tuple(row)
+    return out  # type: ignore[no-any-return]
+
+
+def row_count(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
+    """Run the ``INSERT``/``UPDATE`` ``stmt`` with ``params``; the rows it changed.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: as ``conn.execute(stmt, params)`` raises it.
+    """
+    out = _run(conn, stmt, params, "count")
+    if out is _NOT_RAW:
+        return int(conn.execute(stmt, params).rowcount)
+    return int(out)
+
+
+def columns(stmt: Any) -> dict[str, int]:
+    """``{column name: position}`` of the rows of the ``SELECT`` ``stmt``."""
+    return {name: i for i, name in enumerate(stmt.selected_columns.keys())}
