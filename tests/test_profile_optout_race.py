@@ -2,9 +2,11 @@
 write leaves the opted-out user with a new profile (PostgreSQL, MariaDB; SQLite's single
 write lock closes the window).
 
-``UserMemoryPostprocessor._write`` reads ``memory_enabled`` with a plain SELECT and then
-creates the profile (``expected_version=0``) in the same transaction; the opt-out deletes the
-profile it finds (none yet) and commits in between, so nothing serialises the two."""
+``UserMemoryPostprocessor._write`` read ``memory_enabled`` with a plain SELECT and then
+created the profile (``expected_version=0``) in the same transaction; the opt-out deleted the
+profile it found (none yet) and committed in between, as nothing serialised the two. The check
+now locks the user's settings row (``lock_user_memory_enabled``), so the opt-out waits for the
+write and deletes the new profile."""
 
 from __future__ import annotations
 
