@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from dbmemory.db import schema
 from dbmemory.db.dialect import translate_db_error, utcnow
+from dbmemory.errors import ConflictError
 from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, delete_profile, encode_user_id
 
 if TYPE_CHECKING:
@@ -137,6 +138,8 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
     profile. A database without the table counts as "nobody opted out" (no lock).
 
     Raises:
+        ConflictError: the row was created by a transaction this one's snapshot cannot see
+            (PostgreSQL REPEATABLE READ / SERIALIZABLE): retry in a new transaction.
         InvalidScopeError: invalid user id.
         StorageError: the database failed.
         InvalidArgumentError: ``conn`` not a Connection.
@@ -166,7 +169,11 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
                 row = conn.execute(lock).first()
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "reading the memory setting") from exc
-    return row is None or bool(row[0])
+    if row is None:  # inserted after this transaction's snapshot (REPEATABLE READ)
+        raise ConflictError(
+            "the memory setting of this user changed during the write: roll back and retry"
+        )
+    return bool(row[0])
 
 
 def set_user_memory_enabled(
