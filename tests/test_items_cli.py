@@ -89,6 +89,7 @@ def test_settings_show_and_set(url: str) -> None:
 def test_org_memory_edit_needs_admin_and_reads_a_file_or_stdin(url: str, tmp_path: Path) -> None:
     line = error(run(url, "org-memory", "edit", input="ACME sells anvils.\n"), 1)
     assert "only an administrator" in line
+    assert "pass --admin" in line  # the CLI's remedy, not the library's is_admin=True
     ok(run(url, "org-memory", "edit", "--admin", input="ACME sells anvils.\n"))
     assert ok(run(url, "org-memory", "show")).stdout == "ACME sells anvils.\n"
     source = tmp_path / "org.md"
@@ -122,7 +123,7 @@ def test_audit_command_filters_and_never_prints_memory_text(url: str) -> None:
 def test_users_export_then_forget(url: str, tmp_path: Path) -> None:
     ok(run(url, "items", "add", "u-1", "Ann likes tea"))
     out = tmp_path / "u-1.json"
-    assert ok(run(url, "users", "export", "u-1", "--output", str(out))).stdout.startswith(f"Wrote {out}")
+    assert ok(run(url, "users", "export", "u-1", "--output", str(out))).stdout == f"Wrote {out} (1 item, 0 stores)\n"
     data = json.loads(out.read_text(encoding="utf-8"))
     assert [i["text"] for i in data["items"]] == ["Ann likes tea"]
     assert json.loads(ok(run(url, "users", "export", "u-1")).stdout)["user_id"] == "u-1"

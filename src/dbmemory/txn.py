@@ -223,7 +223,10 @@ class _SingleUnit:
         self._tx = tx
 
     def __enter__(self) -> None:
-        return None
+        try:
+            dialect.join_driver_transaction(self._conn)
+        except sa.exc.SQLAlchemyError as exc:
+            raise dialect.translate_db_error(exc, self._action) from exc
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if exc is None:
@@ -272,6 +275,7 @@ class _Savepoint:
 
     def __enter__(self) -> None:
         try:
+            dialect.join_driver_transaction(self._conn)
             tx = self._conn.begin_nested()
             tx.__enter__()
         except DbMemoryError:

@@ -165,8 +165,14 @@ def org_memory_edit(
         dbmemory org-memory edit --admin --from-file org.md
         echo "ACME sells anvils." | dbmemory org-memory edit --admin --org acme
     """
-    from dbmemory.items import set_org_memory
+    from dbmemory.items import NotAdminError, set_org_memory
+    from dbmemory.items.model import check_org
 
+    if not admin:  # the library's message names is_admin=True, a Python remedy
+        raise NotAdminError(
+            f"only an administrator of organisation {check_org(org)!r} can change its organisation "
+            "memory: pass --admin to state that you are one (the CLI has no users of its own)"
+        )
     if from_file is not None:
         raw = from_file.read_bytes()
     else:
@@ -278,10 +284,11 @@ def users_export(
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text + "\n")
     items = len(data["items"])
+    stores = len(data["profile"]) + len(data["stores"])
     if as_json:
-        print_json({"output": str(output), "items": items})
+        print_json({"output": str(output), "items": items, "stores": stores})
     else:
-        typer.echo(f"Wrote {output} ({plural(items, 'item')})")
+        typer.echo(f"Wrote {output} ({plural(items, 'item')}, {plural(stores, 'store')})")
 
 
 @users_app.command("forget")

@@ -404,7 +404,7 @@ def put(
     else:
         typer.echo(
             f"Wrote {record.path} in {store_key} (id {record.store_id}): "
-            f"{record.chars:,} characters, version {record.version}"
+            f"{record.chars:,} {'character' if record.chars == 1 else 'characters'}, version {record.version}"
         )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_LOCK_TIMEOUT_MS",
     "is_autocommit",
     "driver_in_transaction",
+    "join_driver_transaction",
     "server_in_transaction",
     "write_outcome_unknown",
     "begin_own_transaction",
@@ -302,6 +303,30 @@ def configure_engine(
             raise
 
     return engine
+
+
+def join_driver_transaction(conn: Connection) -> None:
+    """Make sure a write on ``conn`` runs inside a real database transaction (SQLite only; no
+    statement anywhere else, and none on dbmemory's own engines, whose ``BEGIN IMMEDIATE``
+    already ran).
+
+    On a SQLite engine that :func:`configure_engine` did not set up (a plain
+    ``sqlalchemy.create_engine``), pysqlite's own transaction handling sends no ``BEGIN``
+    before a ``SAVEPOINT``: the write's savepoint would open the database transaction itself
+    and its ``RELEASE`` commit it, so the caller's rollback would keep the write. When the
+    driver is in no transaction, this begins SQLAlchemy's one (as ``begin_nested`` would) and
+    sends ``BEGIN IMMEDIATE``: the write joins a transaction that the caller's ``COMMIT`` or
+    ``ROLLBACK`` ends, and takes the write lock before it reads, as on dbmemory's engines.
+    Not for ``AUTOCOMMIT`` connections (:mod:`dbmemory.txn` opens its own transaction there).
+    """
+    if conn.dialect.name != "sqlite" or is_autocommit(conn):
+        return
+    if not conn.in_transaction():
+        conn.begin()  # on dbmemory's engines this sends the BEGIN IMMEDIATE (_on_begin)
+    driver = conn.connection.driver_connection
+    if getattr(driver, "in_transaction", True):
+        return
+    driver.execute("BEGIN IMMEDIATE")
 
 
 def transaction_pooling(bind: Connection | Engine) -> bool:

@@ -402,7 +402,10 @@ def extract_items(
             )
             if changes:
                 with engine.begin() as conn:
-                    data.apply_changes(conn, org_id, user_id, changes, chat_id=chat_id, now=when, result=result)
+                    if not data.apply_changes(
+                        conn, org_id, user_id, changes, chat_id=chat_id, now=when, result=result
+                    ):
+                        raise _Stop("disabled", "memory switch off")
         result.outcome = "written" if (result.added or result.updated) else "nothing"
     except _Stop as stop:
         result.outcome, result.reason = stop.outcome, stop.reason

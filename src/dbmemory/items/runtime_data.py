@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection
 
 from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
-from dbmemory.items.model import user_key_of
-from dbmemory.items.settings import OrgSettings, get_memory_switch, get_org_settings
+from dbmemory.items.model import check_org, user_key_of
+from dbmemory.items.settings import OrgSettings, get_memory_switch, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
 from dbmemory.items.usage import mark_items_used
 
@@ -145,11 +145,20 @@ def apply_changes(
     chat_id: str | None,
     now: dt.datetime,
     result: ExtractionResult,
-) -> None:
+) -> bool:
     """Write the planned changes in the caller's transaction (see :mod:`dbmemory.items.extract`,
     step 5): ``same`` items are marked used first (so the LRU rule never evicts them), updates
     are compare-and-set on the version read (a changed or deleted item drops the fact as
-    ``conflict``), then room is made for the new facts and they are added as auto items."""
+    ``conflict``), then room is made for the new facts and they are added as auto items.
+
+    First the user's switch row is locked (:func:`~dbmemory.items.settings.lock_user`) and
+    read again: the extraction checked it before its model call, and a user who switched
+    memory off meanwhile gets nothing written (a switch change waits for this transaction).
+
+    Returns:
+        False (nothing written) when the memory switch is off now, else True."""
+    if not lock_user(conn, check_org(org_id), user_key_of(user_id), now):
+        return False
     same = [c.item for c in changes if c.action == "same"]
     if same:
         mark_items_used(conn, [i.item_id for i in same], now=now)
@@ -170,7 +179,7 @@ def apply_changes(
         result.updated.append(edited.item_id)
     new = [c for c in changes if c.action == "add"]
     if not new:
-        return
+        return True
     result.evicted += enforce_auto_item_limit(
         conn, user_id, org_id=org_id, incoming=len(new), actor=EXTRACTION_ACTOR, now=now
     )
@@ -180,6 +189,7 @@ def apply_changes(
             source_chat_id=chat_id, source_turn_at=now, actor=EXTRACTION_ACTOR, now=now,
         )
         result.added.append(added.item_id)
+    return True
 
 
 def _aware(value: dt.datetime) -> dt.datetime:

@@ -69,7 +69,7 @@ from dbmemory.profile.format import (
     render_profile,
 )
 from dbmemory.profile.load import UserMemoryState
-from dbmemory.profile.optout import is_user_memory_enabled
+from dbmemory.profile.optout import is_user_memory_enabled, lock_user_memory_enabled
 from dbmemory.profile.store import read_profile, write_profile
 
 if TYPE_CHECKING:
@@ -531,7 +531,7 @@ class UserMemoryPostprocessor:
         """Compare-and-set write in a transaction of its own (never after the deadline)."""
         self._check_deadline()
         with self._begin() as conn:
-            if not is_user_memory_enabled(conn, self.user_id):
+            if not lock_user_memory_enabled(conn, self.user_id):  # an opt-out waits for it
                 raise _Stop("disabled", "user opted out")
             return write_profile(
                 conn,

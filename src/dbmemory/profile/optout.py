@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from dbmemory.db import schema
 from dbmemory.db.dialect import translate_db_error, utcnow
+from dbmemory.errors import ConflictError
 from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, delete_profile, encode_user_id
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "user_settings",
     "USER_SETTINGS_TABLE",
     "is_user_memory_enabled",
+    "lock_user_memory_enabled",
     "set_user_memory_enabled",
     "settings_table_seen",
 ]
@@ -124,6 +126,54 @@ def _table_exists(conn: Connection) -> bool | None:
         return bool(sa.inspect(conn).has_table(USER_SETTINGS_TABLE))
     except sa.exc.SQLAlchemyError:
         return None
+
+
+def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
+    """:func:`is_user_memory_enabled`, with the user's ``dbm_user_settings`` row locked
+    (``FOR UPDATE``) until the caller's transaction ends, the row created (memory on) when
+    missing. A profile write that checks this first, in its own transaction, serialises with
+    :func:`set_user_memory_enabled`: an opt-out either waits for the write and then deletes
+    the new profile, or commits first and is seen here. A plain read left a window in which
+    an opt-out committed between the check and the write, and the opted-out user kept a new
+    profile. A database without the table counts as "nobody opted out" (no lock).
+
+    Raises:
+        ConflictError: the row was created by a transaction this one's snapshot cannot see
+            (PostgreSQL REPEATABLE READ / SERIALIZABLE): retry in a new transaction.
+        InvalidScopeError: invalid user id.
+        StorageError: the database failed.
+        InvalidArgumentError: ``conn`` not a Connection.
+    """
+    enabled = is_user_memory_enabled(conn, user_id)  # validates; learns whether the table exists
+    if not enabled or not settings_table_seen(conn):
+        return enabled
+    user_key = encode_user_id(user_id)
+    lock = (
+        sa.select(user_settings.c.memory_enabled)
+        .where(user_settings.c.user_key == user_key)
+        .with_for_update()
+    )
+    try:
+        with conn.begin_nested():
+            row = conn.execute(lock).first()
+            if row is None:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            sa.insert(user_settings).values(
+                                user_key=user_key, memory_enabled=True, updated_at=utcnow()
+                            )
+                        )
+                except sa.exc.IntegrityError:
+                    pass  # an opt-out inserted it meanwhile: read its value below
+                row = conn.execute(lock).first()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "reading the memory setting") from exc
+    if row is None:  # inserted after this transaction's snapshot (REPEATABLE READ)
+        raise ConflictError(
+            "the memory setting of this user changed during the write: roll back and retry"
+        )
+    return bool(row[0])
 
 
 def set_user_memory_enabled(
