@@ -144,9 +144,14 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         StorageError: the database failed.
         InvalidArgumentError: ``conn`` not a Connection.
     """
-    enabled = is_user_memory_enabled(conn, user_id)  # validates; learns whether the table exists
-    if not enabled or not settings_table_seen(conn):
-        return enabled
+    if not settings_table_seen(conn):
+        enabled = is_user_memory_enabled(conn, user_id)  # validates; learns whether the table exists
+        if not enabled or not settings_table_seen(conn):
+            return enabled
+    else:  # the table is known: the locking read alone answers (no plain read before it)
+        from dbmemory import validate as _v
+
+        _v.arguments(conn=conn)
     user_key = encode_user_id(user_id)
     lock = (
         sa.select(user_settings.c.memory_enabled)
