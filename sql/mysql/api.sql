@@ -18,7 +18,7 @@
 --   SQLSTATE 45000, MYSQL_ERRNO 20704 invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   SQLSTATE 45000, MYSQL_ERRNO 20705 cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
 --   SQLSTATE 45000, MYSQL_ERRNO 20706 conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
---   SQLSTATE 45000, MYSQL_ERRNO 20707 invalid_scope: unknown scope, the reserved namespace, or an invalid key component
+--   SQLSTATE 45000, MYSQL_ERRNO 20707 invalid_scope: unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with

@@ -18,7 +18,7 @@
 --   ORA-20704 e_invalid_path     invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   ORA-20705 e_cap_exceeded     cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
 --   ORA-20706 e_conflict         conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
---   ORA-20707 e_invalid_scope    invalid_scope: unknown scope, the reserved namespace, or an invalid key component
+--   ORA-20707 e_invalid_scope    invalid_scope: unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with
@@ -51,7 +51,7 @@ CREATE OR REPLACE PACKAGE dbm_memory AUTHID DEFINER AS
   PRAGMA EXCEPTION_INIT(e_cap_exceeded, -20705);
   e_conflict EXCEPTION;  -- open_store cannot see a store another transaction created after this o
   PRAGMA EXCEPTION_INIT(e_conflict, -20706);
-  e_invalid_scope EXCEPTION;  -- unknown scope, the reserved namespace, or an invalid key component
+  e_invalid_scope EXCEPTION;  -- unknown scope, the reserved namespace (by scope, or by the id of a res
   PRAGMA EXCEPTION_INIT(e_invalid_scope, -20707);
   TYPE t_file_info IS RECORD (
     path             VARCHAR2(1000 CHAR),

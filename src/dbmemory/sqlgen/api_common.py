@@ -116,7 +116,8 @@ API_ERRORS: tuple[ApiError, ...] = (
              "open_store cannot see a store another transaction created after this one's "
              "snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry"),
     ApiError("invalid_scope", 20707, "DM707", InvalidScopeError,
-             "unknown scope, the reserved namespace, or an invalid key component"),
+             "unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an "
+             "invalid key component"),
 )
 """The documented errors, one range: Oracle ``-20701`` .. ``-20707``, MySQL ``MYSQL_ERRNO``
 20701 .. 20707, PostgreSQL ``SQLSTATE`` ``DM701`` .. ``DM707``."""
