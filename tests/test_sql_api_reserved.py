@@ -141,3 +141,47 @@ def test_expire_files_over_every_store_keeps_pythons_rule_for_reserved_stores(
         assert api.expire(c, 30) == 3
         assert (_audit(c), remaining(c)) == by_python
     assert sorted(p for _, p in by_python[1]) == sorted([ORG_MEMORY_PATH, PROFILE_PATH])
+
+
+# -- the generated text of every dialect (Oracle is checked only this way) --------------------
+
+BY_ID_CALLS = ("list_files", "get_file", "put_file", "delete_file", "clear_store_files", "expire_files")
+_WRITES = ("INSERT INTO", "UPDATE dbm_", "DELETE FROM")
+
+
+def _routines(dialect: str) -> dict[str, str]:
+    """Routine name (without the API prefix) -> its text, from the statements of ``dialect``."""
+    import re
+
+    from dbmemory.sqlgen.api import api_statements
+
+    statements = api_statements(dialect)
+    if dialect == "oracle":
+        body = next(s for s in statements if "PACKAGE BODY" in s)
+        found = re.findall(r"^  (?:FUNCTION|PROCEDURE) (\w+) .*?^  END \1;", body, re.M | re.S)
+        return {name: re.search(rf"^  (?:FUNCTION|PROCEDURE) {name} .*?^  END {name};", body, re.M | re.S)[0]
+                for name in found}
+    pattern = r"CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE) dbm_memory[._](\w+)\("
+    return {m[1].lstrip("_"): s for s in statements for m in [re.match(pattern, s)] if m}
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mysql", "oracle"])
+def test_every_dialect_refuses_reserved_stores_in_each_by_id_call_before_any_write(dialect: str) -> None:
+    from dbmemory.keys import RESERVED_SCOPE
+    from dbmemory.sqlgen.api_common import RESERVED_PREFIX, RESERVED_STORE_RULE
+
+    assert RESERVED_PREFIX == RESERVED_SCOPE + ":"
+    routines = _routines(dialect)
+    refuse = routines["refuse_reserved"]
+    assert f"'{RESERVED_PREFIX}'" in refuse and str(len(RESERVED_PREFIX)) in refuse
+    assert "invalid_scope" in refuse and RESERVED_STORE_RULE in refuse
+    assert "refuse_reserved(p_store_id" in routines["check_reachable"]
+    lock = routines["lock_store"] if dialect != "mysql" else routines["put_file"]
+    assert lock.index("FOR UPDATE") < lock.index("refuse_reserved(p_store_id")
+    for call in BY_ID_CALLS:
+        text = routines[call]
+        guard = [text.find(g) for g in ("check_reachable(p_store_id)", "lock_store(p_store_id",
+                                        "refuse_reserved(p_store_id") if g in text]
+        assert guard, (dialect, call)
+        writes = [text.find(w) for w in _WRITES if w in text]
+        assert not writes or min(guard) < min(writes), (dialect, call)
