@@ -177,14 +177,21 @@ class SqlApi:
                              {"s": store_id}, "@dbm_c"))
 
     def listing(self, conn: Connection, store_id: Any) -> list[tuple[Any, ...]]:
-        if self.ora:
-            rows = conn.execute(sa.text(
-                "SELECT path, chars, version FROM TABLE(dbm_memory.list_files(:s))"), {"s": store_id})
-        elif self.pg:
-            rows = conn.execute(sa.text("SELECT * FROM dbm_memory.list_files(:s)"), {"s": store_id})
-        else:
-            rows = conn.execute(sa.text("CALL dbm_memory_list_files(:s)"), {"s": store_id})
-        return [tuple(r)[:3] for r in rows]
+        try:
+            if self.ora:
+                rows = conn.execute(sa.text(
+                    "SELECT path, chars, version FROM TABLE(dbm_memory.list_files(:s))"), {"s": store_id})
+            elif self.pg:
+                with conn.begin_nested():  # an error aborts the caller's transaction otherwise
+                    rows = conn.execute(sa.text("SELECT * FROM dbm_memory.list_files(:s)"), {"s": store_id}).all()
+            else:
+                rows = conn.execute(sa.text("CALL dbm_memory_list_files(:s)"), {"s": store_id})
+            return [tuple(r)[:3] for r in rows]
+        except sa.exc.DBAPIError as exc:
+            api_error = _code_of(exc)
+            if api_error is None:
+                raise
+            raise api_error from exc
 
     def resolve(self, conn: Connection, **parts: Any) -> int:
         names = ("scope", "agent_code", "user_id", "session_id", "store_code", "context_key", "context_value")

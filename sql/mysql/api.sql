@@ -18,7 +18,7 @@
 --   SQLSTATE 45000, MYSQL_ERRNO 20704 invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   SQLSTATE 45000, MYSQL_ERRNO 20705 cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
 --   SQLSTATE 45000, MYSQL_ERRNO 20706 conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
---   SQLSTATE 45000, MYSQL_ERRNO 20707 invalid_scope: unknown scope, the reserved namespace, or an invalid key component
+--   SQLSTATE 45000, MYSQL_ERRNO 20707 invalid_scope: unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with
@@ -29,6 +29,8 @@ DROP PROCEDURE IF EXISTS dbm_memory__need_transaction;
 DROP PROCEDURE IF EXISTS dbm_memory__check_component;
 DROP PROCEDURE IF EXISTS dbm_memory__check_path;
 DROP PROCEDURE IF EXISTS dbm_memory__check_store_id;
+DROP PROCEDURE IF EXISTS dbm_memory__refuse_reserved;
+DROP PROCEDURE IF EXISTS dbm_memory__check_reachable;
 DROP PROCEDURE IF EXISTS dbm_memory__check_caps;
 DROP PROCEDURE IF EXISTS dbm_memory__store_row_update;
 DROP FUNCTION IF EXISTS dbm_memory__store_key;
@@ -183,6 +185,25 @@ BEGIN
     END IF;
 END//
 
+CREATE PROCEDURE dbm_memory__refuse_reserved(IN p_store_id BIGINT, IN p_store_key VARCHAR(700) CHARACTER SET utf8mb4)
+    NO SQL SQL SECURITY DEFINER
+BEGIN
+    IF CAST(LEFT(p_store_key, 9) AS BINARY) = CAST('reserved:' AS BINARY) THEN
+        CALL dbm_memory__fail('invalid_scope', CONCAT('store ', p_store_id, ' is in the reserved namespace, which the SQL API cannot reach: dbmemory owns those stores (user profiles, memory items, organisation memory) and writes them only through its Python API; pass the id of a store open_store or resolve_store_id returned'));
+    END IF;
+END//
+
+CREATE PROCEDURE dbm_memory__check_reachable(IN p_store_id BIGINT)
+    READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- the readers and expire_files: store_id checked, a reserved store refused (a missing one
+    -- is left to the caller: no file, nothing to expire)
+    DECLARE v_key VARCHAR(700) CHARACTER SET utf8mb4;
+    CALL dbm_memory__check_store_id(p_store_id);
+    SET v_key = (SELECT store_key FROM dbm_stores WHERE store_id = p_store_id);
+    CALL dbm_memory__refuse_reserved(p_store_id, v_key);
+END//
+
 CREATE PROCEDURE dbm_memory__check_caps(
     IN p_path LONGTEXT CHARACTER SET utf8mb4, IN p_max_file_chars INT, IN p_max_files INT,
     IN p_max_store_chars BIGINT, IN p_file_count BIGINT, IN p_total_chars BIGINT,
@@ -335,7 +356,7 @@ CREATE PROCEDURE dbm_memory_list_files(IN p_store_id BIGINT)
     READS SQL DATA SQL SECURITY DEFINER
 BEGIN
     -- dbmemory.files.list_files: every file without its text, by path in code-point order
-    CALL dbm_memory__check_store_id(p_store_id);
+    CALL dbm_memory__check_reachable(p_store_id);
     SELECT file_path AS path, char_count AS chars, version_no AS version,
            created_at, updated_at, last_accessed_at
       FROM dbm_files WHERE store_id = p_store_id
@@ -349,7 +370,7 @@ BEGIN
     -- dbmemory.files.get_file (touch=False): the text, '' for an empty file
     DECLARE v_id BIGINT;
     DECLARE v_body LONGTEXT CHARACTER SET utf8mb4;
-    CALL dbm_memory__check_store_id(p_store_id);
+    CALL dbm_memory__check_reachable(p_store_id);
     CALL dbm_memory__check_path(p_path);
     SELECT file_id, body INTO v_id, v_body FROM dbm_files
      WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256);
@@ -415,6 +436,7 @@ BEGIN
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
+        CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         SELECT file_id, char_count, version_no, body INTO v_fid, v_old, v_ver, v_body
           FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
         IF v_fid IS NULL THEN
@@ -522,6 +544,7 @@ BEGIN
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
+        CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         SELECT file_id, char_count INTO v_fid, v_old FROM dbm_files
          WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256) FOR UPDATE;
         IF v_fid IS NULL THEN
@@ -587,6 +610,7 @@ BEGIN
         IF v_key IS NULL THEN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
+        CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, detail_text, created_at)
@@ -830,7 +854,9 @@ BEGIN
         CALL dbm_memory__fail('invalid_argument', CONCAT('days=', p_days, ' is too large: pass at most 100000 (about 270 years)'));
     END IF;
     IF p_store_id IS NOT NULL THEN
-        CALL dbm_memory__check_store_id(p_store_id);
+        -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+        -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+        CALL dbm_memory__check_reachable(p_store_id);
     END IF;
     CALL dbm_memory__need_transaction();
     -- dbmemory.touch.TOUCH_INTERVAL

@@ -18,7 +18,7 @@
 --   ORA-20704 e_invalid_path     invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   ORA-20705 e_cap_exceeded     cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
 --   ORA-20706 e_conflict         conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
---   ORA-20707 e_invalid_scope    invalid_scope: unknown scope, the reserved namespace, or an invalid key component
+--   ORA-20707 e_invalid_scope    invalid_scope: unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with
@@ -51,7 +51,7 @@ CREATE OR REPLACE PACKAGE dbm_memory AUTHID DEFINER AS
   PRAGMA EXCEPTION_INIT(e_cap_exceeded, -20705);
   e_conflict EXCEPTION;  -- open_store cannot see a store another transaction created after this o
   PRAGMA EXCEPTION_INIT(e_conflict, -20706);
-  e_invalid_scope EXCEPTION;  -- unknown scope, the reserved namespace, or an invalid key component
+  e_invalid_scope EXCEPTION;  -- unknown scope, the reserved namespace (by scope, or by the id of a res
   PRAGMA EXCEPTION_INIT(e_invalid_scope, -20707);
   TYPE t_file_info IS RECORD (
     path             VARCHAR2(1000 CHAR),
@@ -216,6 +216,23 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
         || NVL(TO_CHAR(p_store_id), 'NULL') || ': look it up with dbm_memory.resolve_store_id(...)');
     END IF;
   END check_store_id;
+  -- dbmemory.keys.is_reserved_key (RESERVED_PREFIX): the reserved namespace is unreachable by
+  -- store id too; lock_store checks the row it locks, check_reachable reads it for the readers
+  PROCEDURE refuse_reserved (p_store_id IN NUMBER, p_key IN VARCHAR2) IS
+  BEGIN
+    IF same(SUBSTR(p_key, 1, 9), 'reserved:') THEN
+      fail('invalid_scope', 'store ' || p_store_id || ' is in the reserved namespace, which the SQL API cannot reach: dbmemory owns those stores (user profiles, memory items, organisation memory) and writes them only through its Python API; pass the id of a store open_store or resolve_store_id returned');
+    END IF;
+  END refuse_reserved;
+  -- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
+  -- left to the caller: no file, nothing to expire)
+  PROCEDURE check_reachable (p_store_id IN NUMBER) IS
+    v_key VARCHAR2(700 CHAR);
+  BEGIN
+    check_store_id(p_store_id);
+    SELECT MAX(store_key) INTO v_key FROM dbm_stores WHERE store_id = p_store_id;
+    refuse_reserved(p_store_id, v_key);
+  END check_reachable;
   -- characters of a text, as Python's len() (CLOB length; see the README for characters
   -- outside the Basic Multilingual Plane)
   FUNCTION text_chars (p_text IN CLOB) RETURN NUMBER IS
@@ -268,6 +285,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
       INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
+    refuse_reserved(p_store_id, p_key);  -- before any write
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
@@ -401,7 +419,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     -- dbmemory.files.list_files: every file without its text, by path in code-point order
     v_row t_file_info;
   BEGIN
-    check_store_id(p_store_id);
+    check_reachable(p_store_id);
     FOR r IN (SELECT file_path, char_count, version_no, created_at, updated_at, last_accessed_at
                 FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
@@ -420,7 +438,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_body CLOB;
     v_hash VARCHAR2(64);
   BEGIN
-    check_store_id(p_store_id);
+    check_reachable(p_store_id);
     check_path(p_path);
     v_hash := path_hash(p_path);
     SELECT body INTO v_body FROM dbm_files
@@ -799,7 +817,9 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       fail('invalid_argument', 'days=' || p_days || ' is too large: pass at most 100000 (about 270 years)');
     END IF;
     IF p_store_id IS NOT NULL THEN
-      check_store_id(p_store_id);
+      -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+      -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+      check_reachable(p_store_id);
     END IF;
     v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;
     LOOP

@@ -19,7 +19,7 @@
 --   SQLSTATE DM704               invalid_path: the path is not one the SQL API accepts (see Paths), is the root, is a directory, or has a file as parent
 --   SQLSTATE DM705               cap_exceeded: the write would break max_file_chars, max_files or max_store_chars
 --   SQLSTATE DM706               conflict: open_store cannot see a store another transaction created after this one's snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry
---   SQLSTATE DM707               invalid_scope: unknown scope, the reserved namespace, or an invalid key component
+--   SQLSTATE DM707               invalid_scope: unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an invalid key component
 -- Paths: the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000
 -- printable ASCII characters (U+0020..U+007E) without '\' and '%', whose segments are not
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with
@@ -164,6 +164,28 @@ BEGIN
 END
 $f$;
 
+CREATE OR REPLACE FUNCTION dbm_memory._refuse_reserved(p_store_id bigint, p_store_key text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN
+    IF left(p_store_key, 9) COLLATE "C" = 'reserved:' THEN
+        PERFORM dbm_memory._fail('invalid_scope', format('store %s is in the reserved namespace, which the SQL API cannot reach: dbmemory owns those stores (user profiles, memory items, organisation memory) and writes them only through its Python API; pass the id of a store open_store or resolve_store_id returned', p_store_id));
+    END IF;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION dbm_memory._check_reachable(p_store_id bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $f$
+-- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
+-- left to the caller: no file, nothing to expire)
+DECLARE
+    v_key text;
+BEGIN
+    PERFORM dbm_memory._check_store_id(p_store_id);
+    SELECT s.store_key INTO v_key FROM dbm_stores s WHERE s.store_id = p_store_id;
+    PERFORM dbm_memory._refuse_reserved(p_store_id, v_key);
+END
+$f$;
+
 CREATE OR REPLACE FUNCTION dbm_memory._audit(
     p_store_id bigint, p_store_key text, p_path text, p_action text, p_actor text,
     p_before bigint, p_after bigint, p_detail text, p_now timestamptz
@@ -253,6 +275,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM dbm_memory._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
     END IF;
+    PERFORM dbm_memory._refuse_reserved(p_store_id, store_key);  -- before any write
 END
 $f$;
 
@@ -382,7 +405,7 @@ RETURNS TABLE (path text, chars integer, version integer, created_at timestamptz
 LANGUAGE plpgsql STABLE AS $f$
 -- dbmemory.files.list_files: every file without its text, by path in code-point order
 BEGIN
-    PERFORM dbm_memory._check_store_id(p_store_id);
+    PERFORM dbm_memory._check_reachable(p_store_id);
     RETURN QUERY
         SELECT f.file_path::text, f.char_count, f.version_no, f.created_at, f.updated_at,
                f.last_accessed_at
@@ -399,7 +422,7 @@ DECLARE
     v_body text;
     v_found boolean;
 BEGIN
-    PERFORM dbm_memory._check_store_id(p_store_id);
+    PERFORM dbm_memory._check_reachable(p_store_id);
     PERFORM dbm_memory._check_path(p_path);
     SELECT true, f.body INTO v_found, v_body FROM dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path);
@@ -748,7 +771,9 @@ BEGIN
             'days=%s is too large: pass at most 100000 (about 270 years)', p_days));
     END IF;
     IF p_store_id IS NOT NULL THEN
-        PERFORM dbm_memory._check_store_id(p_store_id);
+        -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+        -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+        PERFORM dbm_memory._check_reachable(p_store_id);
     END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         PERFORM dbm_memory._fail('invalid_argument',

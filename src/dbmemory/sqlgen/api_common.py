@@ -116,7 +116,8 @@ API_ERRORS: tuple[ApiError, ...] = (
              "open_store cannot see a store another transaction created after this one's "
              "snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry"),
     ApiError("invalid_scope", 20707, "DM707", InvalidScopeError,
-             "unknown scope, the reserved namespace, or an invalid key component"),
+             "unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an "
+             "invalid key component"),
 )
 """The documented errors, one range: Oracle ``-20701`` .. ``-20707``, MySQL ``MYSQL_ERRNO``
 20701 .. 20707, PostgreSQL ``SQLSTATE`` ``DM701`` .. ``DM707``."""
@@ -187,6 +188,19 @@ MIRRORED = {
 SCOPE_LIST = ", ".join(SCOPES)
 RESERVED = RESERVED_SCOPE
 MARKER = STORE_CODE_MARKER
+
+RESERVED_PREFIX = RESERVED_SCOPE + ":"
+"""The prefix of every key in the reserved namespace (:func:`dbmemory.keys.is_reserved_key`):
+every call that takes a store id refuses a store whose key starts with it (``invalid_scope``),
+so the API role reaches no user profile, memory-items store or organisation memory by id."""
+
+RESERVED_STORE_RULE = (
+    "is in the reserved namespace, which the SQL API cannot reach: dbmemory owns those stores "
+    "(user profiles, memory items, organisation memory) and writes them only through its "
+    "Python API; pass the id of a store open_store or resolve_store_id returned"
+)
+"""Message after ``store <id> `` of that refusal (no store key, no user id: the caller may be
+probing ids)."""
 
 COMPONENT_RULE = "may contain only ASCII letters, digits, '_', '.' and '-'"
 """Message part of :func:`dbmemory.keys.validate_component`."""

@@ -26,6 +26,7 @@ from dbmemory.sqlgen.api_mysql_rules import (
     _FAIL,
     _NEED_TRX,
     _PATH,
+    _RESERVED,
     _U,
     _q,
 )
@@ -181,6 +182,8 @@ _BODIES = [
     ("PROCEDURE", f"{P}_check_component", _COMPONENT),
     ("PROCEDURE", f"{P}_check_path", _PATH),
     ("PROCEDURE", f"{P}_check_store_id", _CHECK_ID),
+    ("PROCEDURE", f"{P}_refuse_reserved", _RESERVED[0]),
+    ("PROCEDURE", f"{P}_check_reachable", _RESERVED[1]),
     ("PROCEDURE", f"{P}_check_caps", _CAPS_AND_STORE_ROW[0]),
     ("PROCEDURE", f"{P}_store_row_update", _CAPS_AND_STORE_ROW[1]),
     ("FUNCTION", f"{P}_store_key", _resolve()),

@@ -38,7 +38,9 @@ BEGIN
         CALL {P}_fail('invalid_argument', CONCAT('days=', p_days, ' is too large: pass at most {M["MAX_EXPIRY_DAYS"]} (about 270 years)'));
     END IF;
     IF p_store_id IS NOT NULL THEN
-        CALL {P}_check_store_id(p_store_id);
+        -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+        -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+        CALL {P}_check_reachable(p_store_id);
     END IF;
     CALL {P}_need_transaction();
     -- dbmemory.touch.TOUCH_INTERVAL

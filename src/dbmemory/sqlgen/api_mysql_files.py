@@ -16,7 +16,7 @@ _LIST = f"""CREATE PROCEDURE {P}list_files(IN p_store_id BIGINT)
     READS SQL DATA SQL SECURITY DEFINER
 BEGIN
     -- dbmemory.files.list_files: every file without its text, by path in code-point order
-    CALL {P}_check_store_id(p_store_id);
+    CALL {P}_check_reachable(p_store_id);
     SELECT file_path AS path, char_count AS chars, version_no AS version,
            created_at, updated_at, last_accessed_at
       FROM dbm_files WHERE store_id = p_store_id
@@ -31,7 +31,7 @@ BEGIN
     -- dbmemory.files.get_file (touch=False): the text, '' for an empty file
     DECLARE v_id BIGINT;
     DECLARE v_body LONGTEXT {_U};
-    CALL {P}_check_store_id(p_store_id);
+    CALL {P}_check_reachable(p_store_id);
     CALL {P}_check_path(p_path);
     SELECT file_id, body INTO v_id, v_body FROM dbm_files
      WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256);

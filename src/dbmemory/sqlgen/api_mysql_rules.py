@@ -13,6 +13,8 @@ from dbmemory.sqlgen.api_common import (
     MAX_DETAIL_CHARS,
     MIRRORED as M,
     PATH_RULE,
+    RESERVED_PREFIX,
+    RESERVED_STORE_RULE,
 )
 
 __all__: list[str] = []  # internal: see the calls module
@@ -162,6 +164,29 @@ BEGIN
 END"""
 
 
+# dbmemory.keys.is_reserved_key (RESERVED_PREFIX): the reserved namespace is unreachable by
+# store id too; _lock_store checks the row it locks, _check_reachable reads it for the readers
+_RESERVED = [
+    f"""CREATE PROCEDURE {P}_refuse_reserved(IN p_store_id BIGINT, IN p_store_key VARCHAR(700) {_U})
+    NO SQL SQL SECURITY DEFINER
+BEGIN
+    IF CAST(LEFT(p_store_key, {len(RESERVED_PREFIX)}) AS BINARY) = CAST('{RESERVED_PREFIX}' AS BINARY) THEN
+        CALL {P}_fail('invalid_scope', CONCAT('store ', p_store_id, ' {RESERVED_STORE_RULE}'));
+    END IF;
+END""",
+    f"""CREATE PROCEDURE {P}_check_reachable(IN p_store_id BIGINT)
+    READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- the readers and expire_files: store_id checked, a reserved store refused (a missing one
+    -- is left to the caller: no file, nothing to expire)
+    DECLARE v_key VARCHAR(700) {_U};
+    CALL {P}_check_store_id(p_store_id);
+    SET v_key = (SELECT store_key FROM dbm_stores WHERE store_id = p_store_id);
+    CALL {P}_refuse_reserved(p_store_id, v_key);
+END""",
+]
+
+
 def _audit(store_id: str, key: str, path: str, action: str, actor: str, before: str,
            after: str, detail: str, now: str) -> str:
     """dbmemory.audit._audit_rows: actor cut at 500 ('' -> 'unknown'), detail cut at 1,000."""
@@ -239,7 +264,8 @@ def _lock_store(var_key: str, caps: bool) -> str:
         SELECT {cols} INTO {into} FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF {var_key} IS NULL THEN
             CALL {P}_fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
-        END IF;"""
+        END IF;
+        CALL {P}_refuse_reserved(p_store_id, {var_key});  -- before any write"""
 
 
 _KEY_PART = "CALL {p}_check_component({v}, '{what}', p_scope);"

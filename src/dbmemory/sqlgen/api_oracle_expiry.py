@@ -45,7 +45,9 @@ _EXPIRY = f"""  FUNCTION expire_files (p_days IN NUMBER, p_store_id IN NUMBER DE
       fail('invalid_argument', 'days=' || p_days || ' is too large: pass at most {M["MAX_EXPIRY_DAYS"]} (about 270 years)');
     END IF;
     IF p_store_id IS NOT NULL THEN
-      check_store_id(p_store_id);
+      -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+      -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+      check_reachable(p_store_id);
     END IF;
     v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;
     LOOP

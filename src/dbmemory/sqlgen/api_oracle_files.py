@@ -15,7 +15,7 @@ _FILES = f"""  FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PI
     -- dbmemory.files.list_files: every file without its text, by path in code-point order
     v_row t_file_info;
   BEGIN
-    check_store_id(p_store_id);
+    check_reachable(p_store_id);
     FOR r IN (SELECT file_path, char_count, version_no, created_at, updated_at, last_accessed_at
                 FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
@@ -35,7 +35,7 @@ _FILES = f"""  FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PI
     v_body CLOB;
     v_hash VARCHAR2(64);
   BEGIN
-    check_store_id(p_store_id);
+    check_reachable(p_store_id);
     check_path(p_path);
     v_hash := path_hash(p_path);
     SELECT body INTO v_body FROM dbm_files

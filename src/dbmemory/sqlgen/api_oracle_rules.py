@@ -16,6 +16,8 @@ from dbmemory.sqlgen.api_common import (
     MAX_DETAIL_CHARS,
     MIRRORED as M,
     PATH_RULE,
+    RESERVED_PREFIX,
+    RESERVED_STORE_RULE,
     own_store_condition,
     protocol_parts,
 )
@@ -171,6 +173,25 @@ _BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     END IF;
   END check_store_id;
 
+  -- dbmemory.keys.is_reserved_key (RESERVED_PREFIX): the reserved namespace is unreachable by
+  -- store id too; lock_store checks the row it locks, check_reachable reads it for the readers
+  PROCEDURE refuse_reserved (p_store_id IN NUMBER, p_key IN VARCHAR2) IS
+  BEGIN
+    IF same(SUBSTR(p_key, 1, {len(RESERVED_PREFIX)}), '{RESERVED_PREFIX}') THEN
+      fail('invalid_scope', 'store ' || p_store_id || ' {RESERVED_STORE_RULE}');
+    END IF;
+  END refuse_reserved;
+
+  -- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
+  -- left to the caller: no file, nothing to expire)
+  PROCEDURE check_reachable (p_store_id IN NUMBER) IS
+    v_key VARCHAR2(700 CHAR);
+  BEGIN
+    check_store_id(p_store_id);
+    SELECT MAX(store_key) INTO v_key FROM dbm_stores WHERE store_id = p_store_id;
+    refuse_reserved(p_store_id, v_key);
+  END check_reachable;
+
   -- characters of a text, as Python's len() (CLOB length; see the README for characters
   -- outside the Basic Multilingual Plane)
   FUNCTION text_chars (p_text IN CLOB) RETURN NUMBER IS
@@ -226,6 +247,7 @@ _BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
       INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
+    refuse_reserved(p_store_id, p_key);  -- before any write
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');

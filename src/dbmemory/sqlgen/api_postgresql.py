@@ -20,6 +20,7 @@ from dbmemory.sqlgen.api_postgresql_rules import (
     _KEY_PARAMS,
     _LOCK_STORE,
     _PATH,
+    _RESERVED,
     _STORE_KEY,
     _q,
 )
@@ -148,7 +149,7 @@ execute the public calls: no right on any table."""
 def pg_statements() -> list[str]:
     """The statements that (re)create the API on PostgreSQL, for a driver, in order."""
     body = [
-        _FAIL, _COMPONENT, _PATH, _HASH, _CHECK_ID, _AUDIT,
+        _FAIL, _COMPONENT, _PATH, _HASH, _CHECK_ID, *_RESERVED.split(";\n\n"), _AUDIT,
         *_CAPS_AND_STORE_ROW.split(";\n\n"), _LOCK_STORE,
         _STORE_KEY, _RESOLVE, _OPEN, _LIST, _GET, _PUT, _DELETE, _CLEAR, _ENABLE, _DISABLE, _EXPIRE, _PROTOCOL,
     ]

@@ -33,7 +33,9 @@ BEGIN
             'days=%s is too large: pass at most {M["MAX_EXPIRY_DAYS"]} (about 270 years)', p_days));
     END IF;
     IF p_store_id IS NOT NULL THEN
-        PERFORM {S}._check_store_id(p_store_id);
+        -- one store: not a reserved one (every store, p_store_id NULL, keeps the rule of
+        -- dbmemory.expiry, which expires reserved stores' files unless expiry_exempt)
+        PERFORM {S}._check_reachable(p_store_id);
     END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         PERFORM {S}._fail('invalid_argument',

@@ -17,7 +17,7 @@ RETURNS TABLE (path text, chars integer, version integer, created_at timestamptz
 LANGUAGE plpgsql STABLE AS $f$
 -- dbmemory.files.list_files: every file without its text, by path in code-point order
 BEGIN
-    PERFORM {S}._check_store_id(p_store_id);
+    PERFORM {S}._check_reachable(p_store_id);
     RETURN QUERY
         SELECT f.file_path::text, f.char_count, f.version_no, f.created_at, f.updated_at,
                f.last_accessed_at
@@ -35,7 +35,7 @@ DECLARE
     v_body text;
     v_found boolean;
 BEGIN
-    PERFORM {S}._check_store_id(p_store_id);
+    PERFORM {S}._check_reachable(p_store_id);
     PERFORM {S}._check_path(p_path);
     SELECT true, f.body INTO v_found, v_body FROM dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = {S}._path_hash(p_path);

@@ -14,6 +14,8 @@ from dbmemory.sqlgen.api_common import (
     MIRRORED as M,
     PATH_RULE,
     RESERVED,
+    RESERVED_PREFIX,
+    RESERVED_STORE_RULE,
     SCOPE_LIST,
 )
 from dbmemory.keys import SCOPES
@@ -165,6 +167,30 @@ BEGIN
 END
 $f$"""
 
+# dbmemory.keys.is_reserved_key (RESERVED_PREFIX): the reserved namespace is unreachable by
+# store id too; _lock_store checks the row it locks, _check_reachable reads it for the readers
+_RESERVED = f"""CREATE OR REPLACE FUNCTION {S}._refuse_reserved(p_store_id bigint, p_store_key text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN
+    IF left(p_store_key, {len(RESERVED_PREFIX)}) COLLATE "C" = '{RESERVED_PREFIX}' THEN
+        PERFORM {S}._fail('invalid_scope', format('store %s {RESERVED_STORE_RULE}', p_store_id));
+    END IF;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._check_reachable(p_store_id bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $f$
+-- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
+-- left to the caller: no file, nothing to expire)
+DECLARE
+    v_key text;
+BEGIN
+    PERFORM {S}._check_store_id(p_store_id);
+    SELECT s.store_key INTO v_key FROM dbm_stores s WHERE s.store_id = p_store_id;
+    PERFORM {S}._refuse_reserved(p_store_id, v_key);
+END
+$f$"""
+
 _AUDIT = f"""CREATE OR REPLACE FUNCTION {S}._audit(
     p_store_id bigint, p_store_key text, p_path text, p_action text, p_actor text,
     p_before bigint, p_after bigint, p_detail text, p_now timestamptz
@@ -258,6 +284,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
     END IF;
+    PERFORM {S}._refuse_reserved(p_store_id, store_key);  -- before any write
 END
 $f$"""
 
