@@ -17,7 +17,7 @@ migrations).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -162,20 +162,27 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         .where(user_settings.c.user_key == user_key)
         .with_for_update()
     )
-    try:
-        with conn.begin_nested():
-            row = conn.execute(lock).first()
-            if row is None:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(
-                            sa.insert(user_settings).values(
-                                user_key=user_key, memory_enabled=True, updated_at=utcnow()
-                            )
+    def locked() -> Any:
+        row = conn.execute(lock).first()
+        if row is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(
+                        sa.insert(user_settings).values(
+                            user_key=user_key, memory_enabled=True, updated_at=utcnow()
                         )
-                except sa.exc.IntegrityError:
-                    pass  # an opt-out inserted it meanwhile: read its value below
-                row = conn.execute(lock).first()
+                    )
+            except sa.exc.IntegrityError:
+                pass  # an opt-out or a forget inserted it meanwhile: read its value below
+            row = conn.execute(lock).first()
+        return row
+
+    try:
+        if settings_table_seen(conn):  # the table exists: no savepoint around the lock
+            row = locked()
+        else:
+            with conn.begin_nested():
+                row = locked()
     except sa.exc.DBAPIError as exc:
         # as in is_user_memory_enabled: only a table known to be missing means "nobody opted out"
         if not settings_table_seen(conn) and _table_exists(conn) is False:
