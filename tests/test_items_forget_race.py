@@ -92,7 +92,8 @@ class _HeldForget:
         self.thread = threading.Thread(target=work)
 
     def start(self) -> None:
-        self.thread.start()
+        if self.thread.ident is None:  # once (a consolidation retried after a conflict)
+            self.thread.start()
         assert self.done.wait(30)
 
     def finish(self) -> None:
@@ -263,3 +264,19 @@ def test_a_forget_started_during_the_profile_write_deletes_what_it_wrote(
     assert result.outcome == "updated"  # written first, then deleted by the forget
     assert _profile(servers) is None
     assert _settings_rows(servers) == 0
+
+
+def test_at_repeatable_read_a_forget_committing_during_the_writes_leaves_nothing(servers: Engine) -> None:
+    """The writes' snapshot starts at their lock, before the forget commits: the deleted row is
+    reported (PostgreSQL: a serialization error, then a retry that sees the mark), never missed."""
+    rr = servers.execution_options(isolation_level="REPEATABLE READ")
+    held = _HeldForget(servers)
+    result = run(rr, _answering_after(held.start))  # type: ignore[arg-type]
+    held.finish()
+    assert texts(servers) == [] and result.outcome in ("disabled", "error")
+    held = _HeldForget(servers)
+    consolidated = _consolidate(rr, held.start, None)  # type: ignore[arg-type]
+    held.finish()
+    assert _profile(servers) is None
+    assert (consolidated.outcome, consolidated.attempts) in (("disabled", 1), ("disabled", 2))
+    assert _switch_rows(servers) == 0 and _settings_rows(servers) == 0
