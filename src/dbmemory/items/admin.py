@@ -180,12 +180,37 @@ def export_user(
     }
 
 
+def _lock_row(conn: Connection, table: sa.Table, key: Any, values: dict[str, Any]) -> int:
+    """Lock one row (``FOR UPDATE``), inserting it when missing; 1 when this inserted it."""
+    lock = sa.select(*table.primary_key.columns).where(key).with_for_update()
+    if conn.execute(lock).first() is not None:
+        return 0
+    try:
+        with conn.begin_nested():
+            conn.execute(sa.insert(table).values(**values))
+    except sa.exc.IntegrityError:
+        conn.execute(lock).first()  # created concurrently: lock that one
+        return 0
+    return 1
+
+
 def forget_user(
     conn: Connection, user_id: str, *, org_id: str = DEFAULT_ORG, actor: str = "admin"
 ) -> dict[str, int]:
     """Delete everything the package holds about one user (see the module doc), in the caller's
     transaction. Audit events stay, content-free: ``store_drop`` per store, ``item_purge`` per
     item, and one ``user_forget`` with the counts.
+
+    **Nothing derived from before the forget is written after it commits.** An item extraction
+    or profile consolidation in flight (its model call running) reads the user's forget mark
+    (:func:`dbmemory.profile.optout.forget_mark`, the newest ``user_forget`` event) when it
+    starts and again in its write transaction under its lock; this function takes the same
+    locks first, in the same order (the switch row of :func:`~dbmemory.items.settings.lock_user`,
+    then the ``dbm_user_settings`` row of :func:`~dbmemory.profile.optout.lock_user_memory_enabled`,
+    each created when missing and deleted below), so the
+    write either commits before them and its rows are deleted here, or waits and then sees the
+    new ``user_forget`` event and writes nothing. The ``switches`` count holds only the rows
+    that existed before.
 
     Returns:
         ``{"items": n, "stores": m, "switches": k}`` (what was deleted).
@@ -200,6 +225,17 @@ def forget_user(
     key = user_key_of(user_id)
     now = dialect.utcnow()
     with write_unit(conn, "forgetting a user"):
+        # the locks the post-turn writes take, in their order, before anything is read: an
+        # extraction or consolidation writing now finishes first (and its rows are deleted
+        # below), one writing later waits and finds the user_forget event (the forget rule)
+        created = _lock_row(
+            conn, _sw, sa.and_(_sw.c.org_id == org, _sw.c.user_key == key),
+            {"org_id": org, "user_key": key, "memory_on": True, "updated_at": now},
+        )
+        created += _lock_row(
+            conn, _us, _us.c.user_key == key,
+            {"user_key": key, "memory_enabled": True, "updated_at": now},
+        )
         found = user_stores(conn, user_id)
         dropped = drop_stores(conn, [sid for sid, _, _ in found], actor=actor) if found else 0
         rows = conn.execute(
@@ -224,6 +260,7 @@ def forget_user(
             sa.delete(_sw).where(_sw.c.org_id == org, _sw.c.user_key == key)
         ).rowcount
         switches += conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
+        switches -= created  # the lock rows made above were no switch of the user
         from dbmemory.db.schema import item_marks as _mk  # extraction/summary times (h9b)
 
         conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))

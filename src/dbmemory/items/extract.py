@@ -3,7 +3,10 @@
 :func:`extract_items` runs in the post-processing, after the profile consolidation, in short
 transactions of its own (none is open during a model call). Steps:
 
-1. **Switch and skip window**: nothing when the user's memory switch is off; nothing when the
+1. **Switch, forget mark and skip window**: the user's switch row is locked (created when
+   missing: a forget committed later then changes a row the write's snapshot sees) and the
+   forget mark read (:func:`dbmemory.profile.optout.forget_mark`: the newest ``user_forget``
+   audit event of the user in the organisation); nothing when the switch is off; nothing when the
    same chat had an extraction less than the skip window (default 5 minutes) before this turn's
    time, so a burst of messages is extracted once. The window is claimed atomically in
    ``dbm_item_marks`` (``chat:<chat id>``) before the model call: of two turns of one chat
@@ -22,7 +25,11 @@ transactions of its own (none is open during a model call). Steps:
    that answers ``new``, ``same`` or ``update`` per fact. An ``update`` replaces that item's text
    (kind kept), so contradictory items never coexist. A fact the model leaves undecided, or all of
    them when that call fails, is not written (never risk a contradiction).
-5. **Write** in one transaction: updates are compare-and-set on the item's version read in
+5. **Write** in one transaction, after locking the switch row: nothing when the switch is off
+   now or the forget mark changed (the user was forgotten, :func:`dbmemory.items.forget_user`,
+   since step 1: ``disabled``, reason ``user forgotten``); a forget not committed yet takes the
+   same lock first, so it waits for the write and deletes what it wrote. Updates are
+   compare-and-set on the item's version read in
    step 4 (a changed item drops the fact as ``conflict``); new facts are added as ``auto`` items
    (retention default of the kind), then the 100-auto-items rule
    (:func:`dbmemory.items.enforce_auto_item_limit`) lets the least recently used auto items give
@@ -357,8 +364,9 @@ def extract_items(
     try:
         with engine.begin() as conn:
             settings = data.load_settings(conn, org_id)
-            if not data.memory_on(conn, org_id, user_id):
+            if not data.memory_on(conn, org_id, user_id, when):
                 raise _Stop("disabled", "memory switch off")
+            mark = data.forget_mark_of(conn, org_id, user_id)
             if skip_window and chat_id is not None and not data.claim_chat(
                 conn, org_id, user_id, chat_id, when, window_s=settings.skip_window_seconds
             ):
@@ -402,10 +410,12 @@ def extract_items(
             )
             if changes:
                 with engine.begin() as conn:
-                    if not data.apply_changes(
-                        conn, org_id, user_id, changes, chat_id=chat_id, now=when, result=result
-                    ):
-                        raise _Stop("disabled", "memory switch off")
+                    refused = data.apply_changes(
+                        conn, org_id, user_id, changes, chat_id=chat_id, now=when, result=result,
+                        forget_mark=mark,
+                    )
+                    if refused:
+                        raise _Stop("disabled", refused)
         result.outcome = "written" if (result.added or result.updated) else "nothing"
     except _Stop as stop:
         result.outcome, result.reason = stop.outcome, stop.reason

@@ -24,6 +24,7 @@ from dbmemory.items.model import check_org, user_key_of
 from dbmemory.items.settings import OrgSettings, get_memory_switch, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
 from dbmemory.items.usage import mark_items_used
+from dbmemory.profile.optout import forget_mark
 
 if TYPE_CHECKING:
     from dbmemory.items.extract import Change, ExtractionResult
@@ -33,6 +34,7 @@ __all__ = [
     "chat_mark",
     "load_settings",
     "memory_on",
+    "forget_mark_of",
     "claim_chat",
     "live_items",
     "apply_changes",
@@ -97,9 +99,17 @@ def load_settings(conn: Connection, org_id: str) -> OrgSettings:
     return get_org_settings(conn, org_id)
 
 
-def memory_on(conn: Connection, org_id: str, user_id: str) -> bool:
-    """The user's memory switch (on when never set)."""
-    return get_memory_switch(conn, user_id, org_id=org_id)
+def memory_on(conn: Connection, org_id: str, user_id: str, now: dt.datetime) -> bool:
+    """The user's memory switch (on when never set), its row locked and created when missing
+    (:func:`~dbmemory.items.settings.lock_user`): the row then exists before the extraction's
+    model call, so a forget committed during it deletes a row the write's snapshot can see
+    (PostgreSQL REPEATABLE READ reports the concurrent delete instead of missing it)."""
+    return lock_user(conn, check_org(org_id), user_key_of(user_id), now)
+
+
+def forget_mark_of(conn: Connection, org_id: str, user_id: str) -> int:
+    """The user's forget mark in the organisation (:func:`dbmemory.profile.optout.forget_mark`)."""
+    return forget_mark(conn, user_id, org_id=check_org(org_id))
 
 
 def _insert_or_false(conn: Connection, stmt: sa.Insert) -> bool:
@@ -145,7 +155,8 @@ def apply_changes(
     chat_id: str | None,
     now: dt.datetime,
     result: ExtractionResult,
-) -> bool:
+    forget_mark: int | None = None,
+) -> str | None:
     """Write the planned changes in the caller's transaction (see :mod:`dbmemory.items.extract`,
     step 5): ``same`` items are marked used first (so the LRU rule never evicts them), updates
     are compare-and-set on the version read (a changed or deleted item drops the fact as
@@ -154,11 +165,19 @@ def apply_changes(
     First the user's switch row is locked (:func:`~dbmemory.items.settings.lock_user`) and
     read again: the extraction checked it before its model call, and a user who switched
     memory off meanwhile gets nothing written (a switch change waits for this transaction).
+    Then, when ``forget_mark`` is given (the mark the extraction read before its model call),
+    the forget mark is read again: a user forgotten meanwhile gets nothing written either
+    (:func:`dbmemory.items.forget_user` takes the switch row first, so an uncommitted forget
+    waits for this transaction and then deletes what it wrote).
 
     Returns:
-        False (nothing written) when the memory switch is off now, else True."""
-    if not lock_user(conn, check_org(org_id), user_key_of(user_id), now):
-        return False
+        Why nothing was written (``"memory switch off"``, ``"user forgotten"``), or None when
+        the changes were written."""
+    org = check_org(org_id)
+    if not lock_user(conn, org, user_key_of(user_id), now):
+        return "memory switch off"
+    if forget_mark is not None and forget_mark_of(conn, org, user_id) != forget_mark:
+        return "user forgotten"
     same = [c.item for c in changes if c.action == "same"]
     if same:
         mark_items_used(conn, [i.item_id for i in same], now=now)
@@ -179,7 +198,7 @@ def apply_changes(
         result.updated.append(edited.item_id)
     new = [c for c in changes if c.action == "add"]
     if not new:
-        return True
+        return None
     result.evicted += enforce_auto_item_limit(
         conn, user_id, org_id=org_id, incoming=len(new), actor=EXTRACTION_ACTOR, now=now
     )
@@ -189,7 +208,7 @@ def apply_changes(
             source_chat_id=chat_id, source_turn_at=now, actor=EXTRACTION_ACTOR, now=now,
         )
         result.added.append(added.item_id)
-    return True
+    return None
 
 
 def _aware(value: dt.datetime) -> dt.datetime:

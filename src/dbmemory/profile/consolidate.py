@@ -22,7 +22,12 @@ Steps of :meth:`UserMemoryPostprocessor.run`:
 7. **Write**: compare-and-set on the version loaded (``files.put_file(expected_version=...)``);
    on a conflict the pipeline runs once more on the newer profile, then gives up (``conflict``).
    A body equal to the current one is not written (``unchanged``). The write and its audit
-   event are one transaction, opened on the engine or connection factory given.
+   event are one transaction, opened on the engine or connection factory given. It first locks
+   the user's ``dbm_user_settings`` row (:func:`~dbmemory.profile.optout.lock_user_memory_enabled`)
+   and then refuses (``disabled``, reason ``user forgotten``) when the user was forgotten
+   (:func:`dbmemory.items.forget_user`) since the run started: the run reads the forget mark
+   (:func:`~dbmemory.profile.optout.forget_mark`) in its first transaction and the write reads it
+   again; a forget not committed yet waits for the write's lock and deletes the new profile.
 
 The frontmatter is always the package's: ``user_id`` and ``schema_version`` preserved exactly,
 ``last_updated`` the UTC time of the rewrite, ``turn_count`` + 1 on each written rewrite only.
@@ -69,7 +74,7 @@ from dbmemory.profile.format import (
     render_profile,
 )
 from dbmemory.profile.load import UserMemoryState
-from dbmemory.profile.optout import is_user_memory_enabled, lock_user_memory_enabled
+from dbmemory.profile.optout import forget_mark, is_user_memory_enabled, lock_user_memory_enabled
 from dbmemory.profile.store import read_profile, write_profile
 
 if TYPE_CHECKING:
@@ -95,7 +100,7 @@ class ConsolidationResult:
         outcome: ``"noop"`` (gate or model said NOOP), ``"unchanged"`` (same body, not
             written), ``"updated"`` (written), ``"rejected"`` (unusable model answer, old profile
             kept), ``"scrub_veto"``, ``"conflict"`` (the profile changed twice meanwhile),
-            ``"disabled"`` (the user opted out) or ``"error"`` (database or unexpected failure,
+            ``"disabled"`` (the user opted out, or was forgotten since the run started) or ``"error"`` (database or unexpected failure,
             or the deadline passed).
         reason: detail: ``"gate"``, ``"model"``, ``"empty"``, ``"truncated"``, ``"model_error"``,
             ``"missing_sections"``, ``"duplicate_sections"``, ``"extra_sections"``,
@@ -211,6 +216,7 @@ class UserMemoryPostprocessor:
         self.deadline_s = config.deadline_s if deadline_s is None else deadline_s
         self._deadline = float("inf")
         self._scanned: dict[tuple[str, OwnContacts], ScanResult] = {}
+        self._forget_mark = 0
 
     # -- public ------------------------------------------------------------------------------
 
@@ -252,8 +258,11 @@ class UserMemoryPostprocessor:
 
     def _run(self, result: ConsolidationResult, user_message: str, assistant_message: str) -> None:
         with self._begin() as conn:
-            if not is_user_memory_enabled(conn, self.user_id):
+            # locked (created when missing) so that a forget committed later changes a row
+            # this run's write snapshot can see (PostgreSQL REPEATABLE READ: serialization error)
+            if not lock_user_memory_enabled(conn, self.user_id):
                 raise _Stop("disabled", "user opted out")
+            self._forget_mark = forget_mark(conn, self.user_id)
         state = self.state
         self._set_current(result, state)
         for attempt in (1, 2):
@@ -533,6 +542,8 @@ class UserMemoryPostprocessor:
         with self._begin() as conn:
             if not lock_user_memory_enabled(conn, self.user_id):  # an opt-out waits for it
                 raise _Stop("disabled", "user opted out")
+            if forget_mark(conn, self.user_id) != self._forget_mark:  # a forget waits too
+                raise _Stop("disabled", "user forgotten")
             return write_profile(
                 conn,
                 self.user_id,

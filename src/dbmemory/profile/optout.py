@@ -17,7 +17,7 @@ migrations).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -34,6 +34,9 @@ __all__ = [
     "USER_SETTINGS_TABLE",
     "is_user_memory_enabled",
     "lock_user_memory_enabled",
+    "FORGET_ACTION",
+    "forget_mark",
+    "forget_mark_stmt",
     "set_user_memory_enabled",
     "settings_table_seen",
 ]
@@ -132,10 +135,16 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
     """:func:`is_user_memory_enabled`, with the user's ``dbm_user_settings`` row locked
     (``FOR UPDATE``) until the caller's transaction ends, the row created (memory on) when
     missing. A profile write that checks this first, in its own transaction, serialises with
-    :func:`set_user_memory_enabled`: an opt-out either waits for the write and then deletes
-    the new profile, or commits first and is seen here. A plain read left a window in which
-    an opt-out committed between the check and the write, and the opted-out user kept a new
-    profile. A database without the table counts as "nobody opted out" (no lock).
+    :func:`set_user_memory_enabled` and :func:`dbmemory.items.forget_user`: an opt-out or a
+    forget either waits for the write and then deletes the new profile, or commits first and
+    is seen here. A plain read left a window in which an opt-out committed between the check
+    and the write, and the opted-out user kept a new profile. A database without the table
+    counts as "nobody opted out" (no lock).
+
+    The locking ``SELECT`` is the first statement this runs (no plain read before it), so a
+    plain read the caller makes after it (:func:`forget_mark`) sees what committed before the
+    lock was granted, on MariaDB/MySQL's REPEATABLE READ too (its snapshot starts at the first
+    plain read).
 
     Raises:
         ConflictError: the row was created by a transaction this one's snapshot cannot see
@@ -144,41 +153,90 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         StorageError: the database failed.
         InvalidArgumentError: ``conn`` not a Connection.
     """
-    if not settings_table_seen(conn):
-        enabled = is_user_memory_enabled(conn, user_id)  # validates; learns whether the table exists
-        if not enabled or not settings_table_seen(conn):
-            return enabled
-    else:  # the table is known: the locking read alone answers (no plain read before it)
-        from dbmemory import validate as _v
+    from dbmemory import validate as _v
 
-        _v.arguments(conn=conn)
+    _v.arguments(conn=conn)
     user_key = encode_user_id(user_id)
     lock = (
         sa.select(user_settings.c.memory_enabled)
         .where(user_settings.c.user_key == user_key)
         .with_for_update()
     )
-    try:
-        with conn.begin_nested():
-            row = conn.execute(lock).first()
-            if row is None:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(
-                            sa.insert(user_settings).values(
-                                user_key=user_key, memory_enabled=True, updated_at=utcnow()
-                            )
+
+    def locked() -> Any:
+        row = conn.execute(lock).first()
+        if row is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(
+                        sa.insert(user_settings).values(
+                            user_key=user_key, memory_enabled=True, updated_at=utcnow()
                         )
-                except sa.exc.IntegrityError:
-                    pass  # an opt-out inserted it meanwhile: read its value below
-                row = conn.execute(lock).first()
+                    )
+            except sa.exc.IntegrityError:
+                pass  # an opt-out or a forget inserted it meanwhile: read its value below
+            row = conn.execute(lock).first()
+        return row
+
+    try:
+        if settings_table_seen(conn):  # the table exists: no savepoint around the lock
+            row = locked()
+        else:
+            with conn.begin_nested():
+                row = locked()
+    except sa.exc.DBAPIError as exc:
+        # as in is_user_memory_enabled: only a table known to be missing means "nobody opted out"
+        if not settings_table_seen(conn) and _table_exists(conn) is False:
+            return True
+        forget_settings_table(conn)
+        raise translate_db_error(exc, "reading the memory setting") from exc
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "reading the memory setting") from exc
+    conn.info[_TABLE_SEEN] = True
     if row is None:  # inserted after this transaction's snapshot (REPEATABLE READ)
         raise ConflictError(
             "the memory setting of this user changed during the write: roll back and retry"
         )
     return bool(row[0])
+
+
+FORGET_ACTION = "user_forget"
+"""``action_name`` of the audit event :func:`dbmemory.items.forget_user` writes: the tombstone
+:func:`forget_mark` reads (audit events outlive the forget by design and hold no memory text)."""
+
+
+def forget_mark_stmt(user_key: str, org_id: str | None = None) -> sa.Select[tuple[int | None]]:
+    """``SELECT MAX(event_id)`` of the user's ``user_forget`` audit events (of one
+    organisation when ``org_id`` is given); uses the ``(user_key, created_at)`` index."""
+    ae = schema.audit_events.c
+    stmt = sa.select(sa.func.max(ae.event_id)).where(
+        ae.user_key == user_key, ae.action_name == FORGET_ACTION
+    )
+    return stmt if org_id is None else stmt.where(ae.org_id == org_id)
+
+
+def forget_mark(conn: Connection, user_id: str, *, org_id: str | None = None) -> int:
+    """The newest ``user_forget`` audit event id of ``user_id`` (0: never forgotten), of one
+    organisation when ``org_id`` is given (items), else of any (the profile, which a forget in
+    any organisation deletes).
+
+    **The forget rule.** A post-turn step that derives memory from a conversation (item
+    extraction, profile consolidation) reads this mark when it starts, before its model calls,
+    and again in its write transaction right after taking the lock the forget also takes (the
+    switch row, the settings row); a different value means a forget of this user committed
+    since it started, and it writes nothing. Audit events are append-only, so the mark never
+    goes back. A forget that has not committed when the write takes its lock waits for the write
+    (it takes the same lock first) and then deletes what it wrote.
+
+    Raises:
+        InvalidScopeError: invalid user id.
+        StorageError: the database failed.
+    """
+    try:
+        value = conn.execute(forget_mark_stmt(encode_user_id(user_id), org_id)).scalar()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "reading the audit trail") from exc
+    return int(value or 0)
 
 
 def set_user_memory_enabled(
