@@ -58,6 +58,11 @@ HOT_PATH = frozenset(
         "claim_file_slot",
         "claim_file_slot_by_key",
         "insert_file_if_free",
+        # a one-file delete in three statements (issue 12)
+        "uncount_file_subquery",
+        "uncount_file_subquery_by_key",
+        "insert_audit_of_file",
+        "delete_file_at",
         "insert_file_if_free_top",
         "insert_file_if_free_scan_top",
         "select_byte_sizes",

@@ -29,10 +29,10 @@ BUDGET = {
     "create": {"postgresql": 3, "mysql": 3, "sqlite": 3},
     "view directory": {"postgresql": 1, "mysql": 1, "sqlite": 1},
     "view file": {"postgresql": 1, "mysql": 1, "sqlite": 1},
-    "str_replace": {"postgresql": 3, "mysql": 4, "sqlite": 4},
-    "insert": {"postgresql": 3, "mysql": 4, "sqlite": 4},
-    "rename": {"postgresql": 4, "mysql": 5, "sqlite": 5},
-    "delete": {"postgresql": 3, "mysql": 4, "sqlite": 4},
+    "str_replace": {"postgresql": 3, "mysql": 3, "sqlite": 4},
+    "insert": {"postgresql": 3, "mysql": 3, "sqlite": 4},
+    "rename": {"postgresql": 4, "mysql": 4, "sqlite": 5},
+    "delete": {"postgresql": 3, "mysql": 3, "sqlite": 3},
 }
 
 COMMANDS: list[tuple[str, dict[str, Any]]] = [

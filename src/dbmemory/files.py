@@ -351,15 +351,14 @@ def edit_file(
                 path=path,
             )
         now = dialect.utcnow()
-        result = conn.execute(*st.update_file_params(old.file_id, new_text, old.version, now))
-        if result.rowcount != 1:  # only possible when the store lock was bypassed
-            raise ConflictError(f"{path} changed while it was being edited: retry")
-        _audit_write(
+        _write_text(
             conn,
             store_id,
-            [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))],
-            0,
-            grow,
+            old,
+            new_text,
+            now,
+            _event(store_id, store_key, path, action, actor, old.chars, len(new_text)),
+            doing="edited",
         )
     return (
         FileRecord(
@@ -487,19 +486,15 @@ def put_file(
                     add_chars=grow,
                     path=path,
                 )
-            result = conn.execute(
-                *st.update_file_params(
-                    old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
-                )
-            )
-            if result.rowcount != 1:  # only possible when the store lock was bypassed
-                raise ConflictError(f"{path} changed while it was being written: retry")
-            _audit_write(
+            _write_text(
                 conn,
                 store_id,
-                [_event(store_id, store_key, path, "put", actor, old.chars, len(text))],
-                0,
-                grow,
+                old,
+                text,
+                now,
+                _event(store_id, store_key, path, "put", actor, old.chars, len(text)),
+                doing="written",
+                expiry_exempt=expiry_exempt,
             )
             return FileRecord(
                 path=path,
@@ -513,6 +508,82 @@ def put_file(
                 file_id=old.file_id,
                 expiry_exempt=old.expiry_exempt if expiry_exempt is None else bool(expiry_exempt),
             )
+
+
+def _write_text(
+    conn: Connection,
+    store_id: int,
+    old: FileRecord,
+    text: str,
+    now: dt.datetime,
+    event: dict[str, Any],
+    *,
+    doing: str,
+    expiry_exempt: bool | None = None,
+) -> None:
+    """Replace a locked file's text (compare-and-set on ``old.version``), move the store's
+    ``total_chars`` by the length change and write ``event``, under the store lock the caller
+    holds: one multi-table ``UPDATE`` and the audit insert where
+    :func:`dbmemory.db.dialect.counted_file_update` says so (MySQL/MariaDB), else
+    :data:`~dbmemory.statements.UPDATE_FILE` and :func:`_audit_write`.
+
+    Raises:
+        ConflictError: the file is no longer at ``old.version`` (only possible when the store
+            lock was bypassed); nothing was written.
+    """
+    grow = len(text) - old.chars
+    if dialect.counted_file_update(conn):
+        stmt, params = st.update_file_counted_params(
+            store_id, old.file_id, text, old.version, now, grow, expiry_exempt=expiry_exempt
+        )
+        if conn.execute(stmt, params).rowcount == 0:
+            raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
+        _audit(conn, [event])
+        return
+    stmt, params = st.update_file_params(
+        old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
+    )
+    if conn.execute(stmt, params).rowcount != 1:
+        raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
+    _audit_write(conn, store_id, [event], 0, grow)
+
+
+def _delete_uncounted_first(
+    conn: Connection, store: StoreArg, store_id: int, path: str, actor: str
+) -> bool:
+    """The short path of a one-file delete, three statements
+    (:func:`dbmemory.db.dialect.delete_uncounts_first`): lock the store row and take the file
+    out of its counters (:data:`~dbmemory.statements.UNCOUNT_FILE_JOIN` or
+    :data:`~dbmemory.statements.UNCOUNT_FILE_SUBQUERY`, whose rowcount says the file exists),
+    the audit event read from the file row, the delete by unique key. ``False`` when it does
+    not apply (the backend, a missing store or file, a directory, a store key that does not
+    match): nothing was changed and the caller's long path says why."""
+    kind = dialect.delete_uncounts_first(conn)
+    if kind is None:
+        return False
+    ph = path_hash(path)
+    now = dialect.utcnow()
+    params: dict[str, Any] = {"p_sid": store_id, "p_ph": ph, "p_now": now}
+    if isinstance(store, StoreRef):
+        params["p_key"] = store.store_key
+        stmt = st.UNCOUNT_FILE_JOIN_BY_KEY if kind == "join" else st.UNCOUNT_FILE_SUBQUERY_BY_KEY
+    else:
+        stmt = st.UNCOUNT_FILE_JOIN if kind == "join" else st.UNCOUNT_FILE_SUBQUERY
+    if conn.execute(stmt, params).rowcount != 1:
+        return False
+    conn.execute(
+        st.INSERT_AUDIT_OF_FILE,
+        {
+            "p_sid": store_id,
+            "p_ph": ph,
+            "p_action": "delete",
+            "p_actor": (actor or "unknown")[:500],
+            "p_now": now,
+        },
+    )
+    if conn.execute(st.DELETE_FILE_AT, {"p_sid": store_id, "p_ph": ph}).rowcount != 1:
+        raise ConflictError(f"deleting {path} could not be completed: retry")  # lock bypassed
+    return True
 
 
 def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "admin") -> int:
@@ -535,6 +606,8 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
     if known_id is None:
         raise NotFoundError(f"the path {path} does not exist")
     with _savepoint(conn, f"deleting {path}"):
+        if _delete_uncounted_first(conn, store, known_id, path, actor):
+            return 1
         store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
         if row is not None:
             conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
@@ -695,25 +768,27 @@ def rename_path(
         if facts.ancestor_files:
             _check_new_file_shape(facts, new_path)
         now = dialect.utcnow()
+        counted = len(moves) == 1 and dialect.counted_file_update(conn)
         for file_id, _old, target, version, _chars in moves:
             conn.execute(
-                st.MOVE_FILE,
+                st.MOVE_FILE_COUNTED if counted else st.MOVE_FILE,
                 {
                     "p_fid": file_id,
                     "p_path": target,
                     "p_hash": path_hash(target),
                     "p_new_version": version + 1,
                     "p_now": now,
+                    **({"p_sid": store_id} if counted else {}),
                 },
             )
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
-                for _id, old, target, _v, chars in moves
-            ],
-        )
+        events = [
+            _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
+            for _id, old, target, _v, chars in moves
+        ]
+        if counted:  # the move also marked the store row as written
+            _audit(conn, events)
+        else:
+            _audit_write(conn, store_id, events)
         return len(moves)
 
 

@@ -540,7 +540,7 @@ def insert_file_params(
     }
 
 
-def _update_file(with_exempt: bool) -> sa.Update:
+def _file_update_values(with_exempt: bool) -> dict[str, Any]:
     now = _bp("p_now", type_=_TS)
     values: dict[str, Any] = {
         "body": _bp("p_body", type_=files.c.body.type),
@@ -551,10 +551,14 @@ def _update_file(with_exempt: bool) -> sa.Update:
     }
     if with_exempt:
         values["expiry_exempt"] = _bp("p_exempt", type_=files.c.expiry_exempt.type)
+    return values
+
+
+def _update_file(with_exempt: bool) -> sa.Update:
     return (
         sa.update(files)
         .where(files.c.file_id == _bp("p_fid"), files.c.version_no == _bp("p_version"))
-        .values(**values)
+        .values(**_file_update_values(with_exempt))
     )
 
 
@@ -589,6 +593,120 @@ def update_file_params(
     return UPDATE_FILE_EXEMPT, params
 
 
+def _update_file_counted(with_exempt: bool) -> sa.Update:
+    values: dict[Any, Any] = {
+        files.c[name]: value for name, value in _file_update_values(with_exempt).items()
+    }
+    values[stores.c.total_chars] = stores.c.total_chars + _bp("p_dc", type_=sa.BigInteger())
+    values[stores.c.updated_at] = _bp("p_now", type_=_TS)
+    return (
+        sa.update(files)
+        .where(
+            files.c.file_id == _bp("p_fid"),
+            files.c.version_no == _bp("p_version"),
+            stores.c.store_id == _bp("p_sid"),
+            stores.c.store_id == files.c.store_id,
+        )
+        .values(values)
+    )
+
+
+UPDATE_FILE_COUNTED = _update_file_counted(False)
+""":data:`UPDATE_FILE` and :data:`ADJUST_STORE`'s character move (``total_chars + :p_dc``,
+``updated_at = :p_now`` of store ``:p_sid``) in one multi-table ``UPDATE dbm_files, dbm_stores``
+(MySQL/MariaDB only: :func:`dbmemory.db.dialect.counted_file_update`; other backends cannot
+compile it). Run under the store and file locks the writer already holds, so no lock order
+changes. Rowcount 0: the file is no longer at ``:p_version`` (nothing changed); otherwise the
+file and the store row were both changed (2 matched rows where the driver counts found rows)."""
+
+UPDATE_FILE_EXEMPT_COUNTED = _update_file_counted(True)
+""":data:`UPDATE_FILE_COUNTED` that also sets ``expiry_exempt`` (``:p_exempt``)."""
+
+
+def update_file_counted_params(
+    store_id: int,
+    file_id: int,
+    text: str,
+    expected_version: int,
+    now: dt.datetime,
+    chars_delta: int,
+    *,
+    expiry_exempt: bool | None = None,
+) -> tuple[sa.Update, dict[str, Any]]:
+    """:func:`update_file_params` for :data:`UPDATE_FILE_COUNTED`: also ``:p_sid`` and the
+    store's character delta ``:p_dc`` (new minus old length)."""
+    stmt, params = update_file_params(file_id, text, expected_version, now, expiry_exempt=expiry_exempt)
+    params.update(p_sid=store_id, p_dc=chars_delta)
+    return (UPDATE_FILE_COUNTED if stmt is UPDATE_FILE else UPDATE_FILE_EXEMPT_COUNTED), params
+
+
+def _store_file_at(by_key: bool) -> tuple[Any, list[ColumnElement[bool]]]:
+    joined = stores.join(
+        files, sa.and_(files.c.store_id == stores.c.store_id, files.c.path_hash == _bp("p_ph"))
+    )
+    where = [stores.c.store_id == _bp("p_sid")]
+    if by_key:
+        where.append(stores.c.store_key == _bp("p_key"))
+    return joined, where
+
+
+def _uncount_file_join(by_key: bool) -> sa.Update:
+    joined, where = _store_file_at(by_key)
+    return (
+        sa.update(joined)
+        .where(*where)
+        .values(
+            {
+                stores.c.file_count: stores.c.file_count - 1,
+                stores.c.total_chars: stores.c.total_chars - files.c.char_count,
+                stores.c.updated_at: _bp("p_now", type_=_TS),
+            }
+        )
+    )
+
+
+UNCOUNT_FILE_JOIN = _uncount_file_join(False)
+"""A delete's first statement on MySQL/MariaDB (:func:`dbmemory.db.dialect.delete_uncounts_first`
+``"join"``): lock store ``:p_sid`` and, in the same statement, take the file ``:p_ph`` out of
+its counters (``file_count - 1``, ``total_chars - char_count``, ``updated_at = :p_now``).
+``dbm_stores INNER JOIN dbm_files``: InnoDB locks the store row first, then reads the file
+row with a shared lock, so the lock order stays store row, then file row, and the file's
+``char_count`` is its latest committed value at any isolation level (measured; see
+``tests/test_write_races.py``). Rowcount 1: the file exists and was uncounted; 0: the store
+or the file is missing (nothing changed: the caller takes the full path, which says which).
+MySQL/MariaDB only (a multi-table ``UPDATE``)."""
+
+UNCOUNT_FILE_JOIN_BY_KEY = _uncount_file_join(True)
+""":data:`UNCOUNT_FILE_JOIN` that also requires ``store_key = :p_key``."""
+
+
+def _uncount_file_subquery(by_key: bool) -> sa.Update:
+    at = sa.and_(files.c.store_id == stores.c.store_id, files.c.path_hash == _bp("p_ph"))
+    chars = sa.select(files.c.char_count).where(at).scalar_subquery()
+    where = [stores.c.store_id == _bp("p_sid"), sa.exists().where(at)]
+    if by_key:
+        where.append(stores.c.store_key == _bp("p_key"))
+    return (
+        sa.update(stores)
+        .where(*where)
+        .values(
+            file_count=stores.c.file_count - 1,
+            total_chars=stores.c.total_chars - chars,
+            updated_at=_bp("p_now", type_=_TS),
+        )
+    )
+
+
+UNCOUNT_FILE_SUBQUERY = _uncount_file_subquery(False)
+""":data:`UNCOUNT_FILE_JOIN` as a one-table ``UPDATE`` with subqueries (SQLite,
+:func:`dbmemory.db.dialect.delete_uncounts_first` ``"subquery"``): sound only where writers
+are serialised before the statement starts (SQLite's ``BEGIN IMMEDIATE``); at READ COMMITTED
+elsewhere the subquery would read the snapshot taken before the statement waited for the
+store lock. Rowcount 1: uncounted; 0: the store or the file is missing."""
+
+UNCOUNT_FILE_SUBQUERY_BY_KEY = _uncount_file_subquery(True)
+""":data:`UNCOUNT_FILE_SUBQUERY` that also requires ``store_key = :p_key``."""
+
 DELETE_FILES_BY_ID = sa.delete(files).where(files.c.file_id.in_(_bp("p_ids", expanding=True)))
 """Delete files by id (``:p_ids``, at most 1,000 per statement: Oracle's IN-list limit)."""
 
@@ -611,6 +729,29 @@ MOVE_FILE = (
 )
 """Give file ``:p_fid`` a new path (rename): ``:p_path``, ``:p_hash``, ``:p_new_version``,
 ``:p_now``."""
+
+MOVE_FILE_COUNTED = (
+    sa.update(files)
+    .where(
+        files.c.file_id == _bp("p_fid"),
+        stores.c.store_id == _bp("p_sid"),
+        stores.c.store_id == files.c.store_id,
+    )
+    .values(
+        {
+            files.c.file_path: _bp("p_path", type_=files.c.file_path.type),
+            files.c.path_hash: _bp("p_hash", type_=sa.String(64)),
+            files.c.version_no: _bp("p_new_version", type_=sa.Integer()),
+            files.c.updated_at: _MOVED_AT,
+            files.c.last_accessed_at: _MOVED_AT,
+            stores.c.updated_at: _MOVED_AT,
+        }
+    )
+)
+""":data:`MOVE_FILE` and the store row's write mark (``updated_at = :p_now`` of store
+``:p_sid``; a rename moves no counter) in one multi-table ``UPDATE dbm_files, dbm_stores``, under the store
+and file locks the renamer holds (MySQL/MariaDB only: :func:`dbmemory.db.dialect.counted_file_update`).
+Rowcount 0: the file is gone (cannot happen under the store lock)."""
 
 INSERT_AUDIT = sa.insert(audit_events)
 """Insert audit events; one dict of values per row (keys: ``store_id``, ``store_key``,
@@ -647,6 +788,48 @@ INSERT_AUDIT_ADJUST = (
 write's one audit event and its store counters in one round trip. Parameters: the audit
 columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`), plus ``p_sid``, ``p_df``, ``p_dc``
 and ``p_now``. One row per execute (the ``WITH`` runs once per parameter set)."""
+
+
+INSERT_AUDIT_OF_FILE = sa.insert(audit_events).from_select(
+    list(AUDIT_BUMP_COLUMNS),
+    sa.select(
+        files.c.store_id,
+        stores.c.store_key,
+        files.c.file_path,
+        _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
+        _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
+        files.c.char_count,
+        sa.null().label("chars_after"),
+        sa.null().label("detail_text"),
+        _bp("p_now", type_=_TS).label("created_at"),
+    )
+    .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+    .where(files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")),
+)
+"""The audit event of deleting file ``:p_ph`` of store ``:p_sid`` (action ``:p_action``,
+actor ``:p_actor``, ``created_at = :p_now``), its path and ``chars_before`` read from the file
+row in the same statement, before :data:`DELETE_FILE_AT` removes it (the delete path after
+:data:`UNCOUNT_FILE_JOIN`). Inserts nothing when there is no such file."""
+
+DELETE_FILE_AT = sa.delete(files).where(
+    files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")
+)
+"""Delete file ``:p_ph`` of store ``:p_sid`` (the unique key); rowcount 1 when it existed."""
+
+
+def join_update_statements() -> dict[str, Executable]:
+    """The multi-table ``UPDATE`` statements, MySQL/MariaDB only (Oracle, PostgreSQL
+    and SQLite cannot compile them, so they are not in :func:`example_statements`; a test
+    compiles them for MySQL and checks that :mod:`dbmemory.db.dialect` picks them nowhere
+    else). Name -> statement."""
+    return {
+        "update_file_counted": UPDATE_FILE_COUNTED,
+        "update_file_exempt_counted": UPDATE_FILE_EXEMPT_COUNTED,
+        "move_file_counted": MOVE_FILE_COUNTED,
+        "uncount_file_join": UNCOUNT_FILE_JOIN,
+        "uncount_file_join_by_key": UNCOUNT_FILE_JOIN_BY_KEY,
+    }
+
 
 
 # -- stores (admin paths) ---------------------------------------------------------------------
@@ -1123,6 +1306,10 @@ def example_statements() -> dict[str, Executable]:
         "delete_files_by_id": _with_values(DELETE_FILES_BY_ID, **sample),
         "delete_file_by_id": DELETE_FILE_BY_ID,
         "move_file": MOVE_FILE,
+        "uncount_file_subquery": UNCOUNT_FILE_SUBQUERY,
+        "uncount_file_subquery_by_key": UNCOUNT_FILE_SUBQUERY_BY_KEY,
+        "insert_audit_of_file": INSERT_AUDIT_OF_FILE,
+        "delete_file_at": DELETE_FILE_AT,
         **_touch_and_expiry_examples(sample),
         "insert_audit": INSERT_AUDIT.values(
             store_id=1,

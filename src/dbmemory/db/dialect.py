@@ -768,6 +768,40 @@ def store_bump(bind: Connection) -> str | None:
     return "statement"
 
 
+def counted_file_update(bind: Connection) -> bool:
+    """Whether an edit (and a one-file rename) changes the file row and moves its store row's
+    counters in one multi-table ``UPDATE dbm_files, dbm_stores`` (MySQL/MariaDB:
+    :data:`dbmemory.statements.UPDATE_FILE_COUNTED`, :data:`~dbmemory.statements.MOVE_FILE_COUNTED`)
+    instead of :data:`~dbmemory.statements.UPDATE_FILE` then
+    :data:`~dbmemory.statements.ADJUST_STORE`. Both rows are already locked (store row first)
+    when it runs. PostgreSQL moves the counters with the audit insert instead
+    (:func:`store_bump`); SQLite and Oracle have no multi-table ``UPDATE``."""
+    return bind.dialect.name in ("mysql", "mariadb")
+
+
+def delete_uncounts_first(bind: Connection) -> str | None:
+    """How a one-file delete takes three statements: its first statement locks the store row
+    and takes the file out of the counters; the audit event is then inserted from the file row
+    (:data:`dbmemory.statements.INSERT_AUDIT_OF_FILE`) and the file deleted by its unique key
+    (:data:`~dbmemory.statements.DELETE_FILE_AT`).
+
+    ``"join"`` on MySQL/MariaDB (:data:`~dbmemory.statements.UNCOUNT_FILE_JOIN`, a multi-table
+    ``UPDATE dbm_stores INNER JOIN dbm_files``: the store row is locked first, then the file
+    row read with a shared lock, its latest committed ``char_count``, at READ COMMITTED and
+    REPEATABLE READ). ``"subquery"`` on SQLite
+    (:data:`~dbmemory.statements.UNCOUNT_FILE_SUBQUERY`: one writer at a time, so the
+    subquery reads the current row). ``None`` elsewhere: PostgreSQL already deletes in three
+    (the counters ride on the audit insert, :func:`store_bump`), and at READ COMMITTED its
+    subquery would read the snapshot taken before the statement waited for the store lock;
+    Oracle keeps the lock, delete, counters and audit statements."""
+    name = bind.dialect.name
+    if name in ("mysql", "mariadb"):
+        return "join"
+    if name == "sqlite":
+        return "subquery"
+    return None
+
+
 def guarded_create(bind: Connection) -> bool:
     """Whether a new file is created by the short path: the caps checked and counted while
     the store row is locked (:data:`dbmemory.statements.CLAIM_FILE_SLOT`), then an insert that
