@@ -140,3 +140,47 @@ def test_a_failed_write_of_a_turns_tool_call_leaves_nothing(
         assert c.execute(sa.select(sa.func.count()).select_from(files)).scalar_one() == n_files
     with conn.begin():
         assert "created" in tool.execute({"command": "create", "path": "/memories/ok.md", "file_text": "ok"})
+
+
+def test_an_expiry_batch_sends_no_statement_per_store_or_per_file(engine: Engine) -> None:
+    """Issue 12: a batch's audit events are built in the database (one ``INSERT ... SELECT``,
+    no parameter set per file) and, on MySQL/MariaDB, whose driver sends an ``UPDATE``
+    executemany as one round trip per row, the store counters move in one statement per 256
+    stores; the batch's statement count does not grow with its stores."""
+    import datetime as dt
+
+    from dbmemory import files as files_api
+    from dbmemory.expiry import expire_files_committing
+
+    family = _family(engine)
+    with engine.begin() as c:
+        for i in range(40):
+            sid = files_api.get_or_create_store(c, f"shared:EXP{i}", scope="shared", store_code=f"EXP{i}")
+            sid = getattr(sid, "store_id", sid)
+            for j in range(2):
+                files_api.put_file(c, sid, f"/memories/f{j}.md", "x" * (i + j + 1))
+        c.execute(
+            sa.update(files).values(
+                last_accessed_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=60)
+            )
+        )
+    log: list[tuple[str, bool, int]] = []
+
+    def on(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        log.append((statement.split(None, 1)[0].upper(), many, len(params) if many else 1))
+
+    sa.event.listen(engine, "before_cursor_execute", on)
+    try:
+        assert expire_files_committing(engine, days=30) == 80
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", on)
+    per_row = [
+        entry
+        for entry in log
+        if entry[1] and entry[2] > 1 and (entry[0] == "INSERT" or family == "mysql")
+    ]
+    assert per_row == [], log
+    assert len(log) <= 14, log
+    with engine.connect() as c:
+        assert c.execute(sa.select(sa.func.sum(stores.c.file_count))).scalar_one() == 0
+        assert c.execute(sa.select(sa.func.sum(stores.c.total_chars))).scalar_one() == 0

@@ -22,10 +22,15 @@ Each batch of at most ``batch_size`` files (1,000: Oracle's IN-list limit) is on
    LOCKED`` (the writers' lock order: store row first; a store a writer holds is being
    written, so its files are skipped until the next run);
 3. delete the candidates of the locked stores **with the rule again** (``DELETE ... WHERE
-   file_id IN (...) AND <rule>``), so nothing written or read since step 2 goes;
+   file_id IN (...) AND <rule>``), so nothing written or read since step 2 goes. Just before
+   it, one ``expire`` audit event per file that still matches is inserted by the
+   database itself (``INSERT ... SELECT`` with the same rule, :data:`~dbmemory.statements.
+   INSERT_EXPIRED_AUDIT`: no per-row parameters); the two counts must agree, else the batch
+   rolls back;
 4. move each store's counters (``file_count``, ``total_chars``) by what was really deleted
    (``DELETE ... RETURNING`` where the backend has it, else the candidates that no longer
-   exist), one ``expire`` audit event per file deleted; forget the deleted files' rows in
+   exist; one statement per 256 stores on MySQL/MariaDB,
+   :func:`~dbmemory.statements.adjust_stores`); forget the deleted files' rows in
    ``dbm_file_reads``.
 
 Afterwards recorded reads older than the cutoff whose file no longer exists (orphans, e.g.
@@ -48,7 +53,6 @@ from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.db.schema import files
 from dbmemory.errors import InvalidArgumentError, StorageError
-from dbmemory.audit import _audit, _event
 from dbmemory.txn import write_unit
 from dbmemory.touch import EXPIRY_LOCK_INFO, TOUCH_INTERVAL
 
@@ -372,7 +376,18 @@ def _expire_batch(
         _after_candidates(conn, ids)
     if not mine:
         return ids, 0
-    gone = _delete_expired(conn, mine, [r.file_id for r in mine], cutoff)
+    mine_ids = [r.file_id for r in mine]
+    now = dialect.utcnow()
+    audited = conn.execute(
+        st.INSERT_EXPIRED_AUDIT,
+        {"p_ids": mine_ids, "p_cutoff": cutoff, "p_action": "expire", "p_actor": "expiry", "p_now": now},
+    ).rowcount
+    gone = _delete_expired(conn, mine, mine_ids, cutoff)
+    if audited != len(gone):  # both read the same rows under the batch's locks
+        raise StorageError(
+            f"the expiry batch audited {audited} files but deleted {len(gone)}: the batch was "
+            "rolled back; run the expiry again"
+        )
     if gone:
         conn.execute(st.DELETE_FILE_READS_BY_ID, {"p_ids": [g[0] for g in gone]})
         deltas: dict[int, list[int]] = {}
@@ -380,15 +395,15 @@ def _expire_batch(
             d = deltas.setdefault(sid, [0, 0])
             d[0] -= 1
             d[1] -= chars
-        now = dialect.utcnow()
-        conn.execute(
-            st.ADJUST_STORE,
-            [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
-        )
-        _audit(
-            conn,
-            [_event(sid, keys.get(sid), path, "expire", "expiry", chars, None) for _, sid, path, chars in gone],
-        )
+        moves = [(sid, d[0], d[1]) for sid, d in sorted(deltas.items())]
+        if dialect.one_statement_store_moves(conn):
+            for a in range(0, len(moves), st.ADJUST_STORES_CHUNK):
+                conn.execute(*st.adjust_stores(moves[a : a + st.ADJUST_STORES_CHUNK], now))
+        else:
+            conn.execute(
+                st.ADJUST_STORE,
+                [{"p_sid": sid, "p_df": df, "p_dc": dc, "p_now": now} for sid, df, dc in moves],
+            )
     return ids, len(gone)
 
 

@@ -918,6 +918,63 @@ def lock_stores_by_key(store_keys: Sequence[str]) -> sa.Select[Any]:
     )
 
 
+ADJUST_STORES_CHUNK = 256
+"""Most stores one :func:`adjust_stores` statement moves (3 binds each: well under SQLite's and
+Oracle's bind limits)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _adjust_stores(slots: int) -> sa.Update:
+    sid = [_bp(f"p_s{i}", type_=sa.BigInteger()) for i in range(slots)]
+    by_files = sa.case(
+        *[(stores.c.store_id == sid[i], _bp(f"p_f{i}", type_=sa.Integer())) for i in range(slots)]
+    )
+    by_chars = sa.case(
+        *[(stores.c.store_id == sid[i], _bp(f"p_c{i}", type_=sa.BigInteger())) for i in range(slots)]
+    )
+    return (
+        sa.update(stores)
+        .where(stores.c.store_id.in_(sid))
+        .values(
+            file_count=stores.c.file_count + by_files,
+            total_chars=stores.c.total_chars + by_chars,
+            updated_at=_bp("p_now", type_=_TS),
+        )
+    )
+
+
+def adjust_stores(
+    deltas: Sequence[tuple[int, int, int]], now: dt.datetime
+) -> tuple[sa.Update, dict[str, Any]]:
+    """Move the counters of several stores in one statement (the expiry's batch).
+
+    Args:
+        deltas: ``(store id, files delta, characters delta)`` per store, each store once, at
+            most :data:`ADJUST_STORES_CHUNK`.
+        now: the stores' new ``updated_at``.
+
+    Returns:
+        ``(statement, parameters)``: a ``CASE`` on ``store_id`` per counter, ``WHERE store_id
+        IN (...)``; one round trip where :data:`ADJUST_STORE` with many parameter sets costs
+        one per store on MySQL/MariaDB (PyMySQL batches only ``INSERT``). The statement has a
+        power-of-two number of slots (the last store repeated; a ``CASE`` takes its first
+        match), so a few shapes are built and compiled once. Run under the store locks the
+        caller holds.
+
+    Raises:
+        ValueError: no store, more than :data:`ADJUST_STORES_CHUNK`, or a store twice.
+    """
+    ids = [sid for sid, _df, _dc in deltas]
+    if not ids or len(ids) > ADJUST_STORES_CHUNK or len(set(ids)) != len(ids):
+        raise ValueError(f"adjust_stores takes 1..{ADJUST_STORES_CHUNK} distinct stores")
+    slots = 1 << (len(ids) - 1).bit_length()
+    padded = list(deltas) + [deltas[-1]] * (slots - len(ids))
+    params: dict[str, Any] = {"p_now": now}
+    for i, (sid, df, dc) in enumerate(padded):
+        params.update({f"p_s{i}": sid, f"p_f{i}": df, f"p_c{i}": dc})
+    return _adjust_stores(slots), params
+
+
 def select_store_totals(store_ids: Sequence[int]) -> sa.Select[Any]:
     """Per store of at most 1,000 ids: number of files and characters (for audit events of a
     drop)."""
@@ -1075,6 +1132,29 @@ DELETE_EXPIRED = sa.delete(files).where(files.c.file_id.in_(_IDS), expiry_rule()
 """Delete the candidates ``:p_ids`` (at most 1,000: Oracle's IN-list limit) that still match
 the rule at ``:p_cutoff``: the delete carries the rule, so a file written or read since the
 candidates were chosen stays."""
+
+INSERT_EXPIRED_AUDIT = sa.insert(audit_events).from_select(
+    list(AUDIT_BUMP_COLUMNS),
+    sa.select(
+        files.c.store_id,
+        stores.c.store_key,
+        files.c.file_path,
+        _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
+        _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
+        files.c.char_count,
+        sa.null().label("chars_after"),
+        sa.null().label("detail_text"),
+        _bp("p_now", type_=_TS).label("created_at"),
+    )
+    .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+    .where(files.c.file_id.in_(_IDS), expiry_rule())
+    .order_by(files.c.file_id),
+).execution_options(preserve_rowcount=True)  # an INSERT's rowcount is not kept otherwise
+"""The ``expire`` audit events of the candidates ``:p_ids`` that still match the rule at
+``:p_cutoff`` (action ``:p_action``, actor ``:p_actor``, ``created_at = :p_now``), built in
+the database from the file and store rows, by file id, just before :data:`DELETE_EXPIRED`
+deletes the same rows (the batch holds their store rows and the expiry lock, so nothing can
+change them in between; the executor checks that both counts agree)."""
 
 SELECT_FILES_LEFT = sa.select(files.c.file_id).where(files.c.file_id.in_(_IDS))
 """Which of ``:p_ids`` still exist (after :data:`DELETE_EXPIRED`, where the backend has no
@@ -1273,6 +1353,13 @@ def example_statements() -> dict[str, Executable]:
         "select_store_keys": select_store_keys([1, 2]),
         "lock_stores_by_key": lock_stores_by_key(["agent:A", "user:A:u1"]),
         "select_store_totals": select_store_totals([1, 2]),
+        "adjust_stores": _with_values(
+            adjust_stores([(1, -2, -40), (2, -1, -7)], now)[0],
+            **adjust_stores([(1, -2, -40), (2, -1, -7)], now)[1],
+        ),
+        "insert_expired_audit": _with_values(
+            INSERT_EXPIRED_AUDIT, **sample, p_cutoff=now, p_action="expire", p_actor="expiry"
+        ),
         "delete_store_files": drop_files,
         "delete_stores": drop_stores,
         "select_file": SELECT_FILE,
