@@ -94,7 +94,6 @@ CROSS_STORE = frozenset(
         "select_expiry_candidates_store",
         "lock_expiry_stores",
         "delete_expired",
-        "adjust_stores",
         "insert_expired_audit",
         "select_files_left",
         "select_store_keys",

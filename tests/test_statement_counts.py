@@ -145,8 +145,8 @@ def test_a_failed_write_of_a_turns_tool_call_leaves_nothing(
 def test_an_expiry_batch_sends_no_statement_per_store_or_per_file(engine: Engine) -> None:
     """Issue 12: a batch's audit events are built in the database (one ``INSERT ... SELECT``,
     no parameter set per file) and, on MySQL/MariaDB, whose driver sends an ``UPDATE``
-    executemany as one round trip per row, the store counters move in one statement per 256
-    stores; the batch's statement count does not grow with its stores."""
+    executemany as one round trip per row, the store counters move in one multi-table UPDATE for
+    all its stores; the batch's statement count does not grow with its stores."""
     import datetime as dt
 
     from dbmemory import files as files_api
@@ -184,3 +184,36 @@ def test_an_expiry_batch_sends_no_statement_per_store_or_per_file(engine: Engine
     with engine.connect() as c:
         assert c.execute(sa.select(sa.func.sum(stores.c.file_count))).scalar_one() == 0
         assert c.execute(sa.select(sa.func.sum(stores.c.total_chars))).scalar_one() == 0
+
+
+def test_the_multi_table_updates_compile_for_mysql_and_are_picked_only_there() -> None:
+    """The MySQL/MariaDB-only statements (:func:`dbmemory.statements.join_update_statements`)
+    compile for MySQL and MariaDB; Oracle cannot compile them (so they are not in
+    ``example_statements()``, whose statements the Oracle test compiles), PostgreSQL and SQLite
+    would render an ``UPDATE ... JOIN`` they do not accept, and
+    :mod:`dbmemory.db.dialect` picks them for MySQL/MariaDB only."""
+    from types import SimpleNamespace
+
+    from sqlalchemy.dialects import mysql, oracle, postgresql, sqlite
+
+    from dbmemory import statements as st
+    from dbmemory.db import dialect
+
+    for name, stmt in st.join_update_statements().items():
+        for dia in (mysql.dialect(), mysql.dialect(is_mariadb=True)):
+            sql = str(stmt.compile(dialect=dia))
+            assert sql.startswith("UPDATE dbm_"), (name, sql)
+        with pytest.raises((sa.exc.CompileError, NotImplementedError)):
+            stmt.compile(dialect=oracle.dialect())
+        for dia in (postgresql.dialect(), sqlite.dialect()):  # no valid SQL there either
+            try:
+                sql = str(stmt.compile(dialect=dia))
+            except (sa.exc.CompileError, NotImplementedError):
+                continue
+            assert sql.startswith("UPDATE dbm_stores JOIN"), (name, dia.name, sql)
+    for name in ("mysql", "mariadb", "postgresql", "sqlite", "oracle"):
+        bind: Any = SimpleNamespace(dialect=SimpleNamespace(name=name))
+        family = name in ("mysql", "mariadb")
+        assert dialect.counted_file_update(bind) is family
+        assert dialect.one_statement_store_moves(bind) is family
+        assert (dialect.delete_uncounts_first(bind) == "join") is family

@@ -29,8 +29,8 @@ Each batch of at most ``batch_size`` files (1,000: Oracle's IN-list limit) is on
    rolls back;
 4. move each store's counters (``file_count``, ``total_chars``) by what was really deleted
    (``DELETE ... RETURNING`` where the backend has it, else the candidates that no longer
-   exist; one statement per 256 stores on MySQL/MariaDB,
-   :func:`~dbmemory.statements.adjust_stores`); forget the deleted files' rows in
+   exist; on MySQL/MariaDB one ``UPDATE ... JOIN`` of the per-store totals just before the
+   delete, :data:`~dbmemory.statements.UNCOUNT_EXPIRED_JOIN`); forget the deleted files' rows in
    ``dbm_file_reads``.
 
 Afterwards recorded reads older than the cutoff whose file no longer exists (orphans, e.g.
@@ -382,27 +382,36 @@ def _expire_batch(
         st.INSERT_EXPIRED_AUDIT,
         {"p_ids": mine_ids, "p_cutoff": cutoff, "p_action": "expire", "p_actor": "expiry", "p_now": now},
     ).rowcount
+    joined = dialect.one_statement_store_moves(conn)
+    if joined:
+        moved = conn.execute(
+            st.UNCOUNT_EXPIRED_JOIN,
+            {
+                "p_ids": mine_ids,
+                "p_sids": sorted({r.store_id for r in mine}),
+                "p_cutoff": cutoff,
+                "p_now": now,
+            },
+        ).rowcount
     gone = _delete_expired(conn, mine, mine_ids, cutoff)
-    if audited != len(gone):  # both read the same rows under the batch's locks
+    # the audit insert, the counter move and the delete read the same rows under the batch's
+    # locks; a disagreement would be a bug: roll the batch back rather than commit it
+    if audited != len(gone) or (joined and moved != len({g[1] for g in gone})):
         raise StorageError(
             f"the expiry batch audited {audited} files but deleted {len(gone)}: the batch was "
             "rolled back; run the expiry again"
         )
     if gone:
         conn.execute(st.DELETE_FILE_READS_BY_ID, {"p_ids": [g[0] for g in gone]})
-        deltas: dict[int, list[int]] = {}
-        for _fid, sid, _path, chars in gone:
-            d = deltas.setdefault(sid, [0, 0])
-            d[0] -= 1
-            d[1] -= chars
-        moves = [(sid, d[0], d[1]) for sid, d in sorted(deltas.items())]
-        if dialect.one_statement_store_moves(conn):
-            for a in range(0, len(moves), st.ADJUST_STORES_CHUNK):
-                conn.execute(*st.adjust_stores(moves[a : a + st.ADJUST_STORES_CHUNK], now))
-        else:
+        if not joined:
+            deltas: dict[int, list[int]] = {}
+            for _fid, sid, _path, chars in gone:
+                d = deltas.setdefault(sid, [0, 0])
+                d[0] -= 1
+                d[1] -= chars
             conn.execute(
                 st.ADJUST_STORE,
-                [{"p_sid": sid, "p_df": df, "p_dc": dc, "p_now": now} for sid, df, dc in moves],
+                [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
             )
     return ids, len(gone)
 

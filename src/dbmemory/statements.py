@@ -828,6 +828,7 @@ def join_update_statements() -> dict[str, Executable]:
         "move_file_counted": MOVE_FILE_COUNTED,
         "uncount_file_join": UNCOUNT_FILE_JOIN,
         "uncount_file_join_by_key": UNCOUNT_FILE_JOIN_BY_KEY,
+        "uncount_expired_join": UNCOUNT_EXPIRED_JOIN,
     }
 
 
@@ -916,63 +917,6 @@ def lock_stores_by_key(store_keys: Sequence[str]) -> sa.Select[Any]:
         .order_by(stores.c.store_key)
         .with_for_update()
     )
-
-
-ADJUST_STORES_CHUNK = 256
-"""Most stores one :func:`adjust_stores` statement moves (3 binds each: well under SQLite's and
-Oracle's bind limits)."""
-
-
-@functools.lru_cache(maxsize=16)
-def _adjust_stores(slots: int) -> sa.Update:
-    sid = [_bp(f"p_s{i}", type_=sa.BigInteger()) for i in range(slots)]
-    by_files = sa.case(
-        *[(stores.c.store_id == sid[i], _bp(f"p_f{i}", type_=sa.Integer())) for i in range(slots)]
-    )
-    by_chars = sa.case(
-        *[(stores.c.store_id == sid[i], _bp(f"p_c{i}", type_=sa.BigInteger())) for i in range(slots)]
-    )
-    return (
-        sa.update(stores)
-        .where(stores.c.store_id.in_(sid))
-        .values(
-            file_count=stores.c.file_count + by_files,
-            total_chars=stores.c.total_chars + by_chars,
-            updated_at=_bp("p_now", type_=_TS),
-        )
-    )
-
-
-def adjust_stores(
-    deltas: Sequence[tuple[int, int, int]], now: dt.datetime
-) -> tuple[sa.Update, dict[str, Any]]:
-    """Move the counters of several stores in one statement (the expiry's batch).
-
-    Args:
-        deltas: ``(store id, files delta, characters delta)`` per store, each store once, at
-            most :data:`ADJUST_STORES_CHUNK`.
-        now: the stores' new ``updated_at``.
-
-    Returns:
-        ``(statement, parameters)``: a ``CASE`` on ``store_id`` per counter, ``WHERE store_id
-        IN (...)``; one round trip where :data:`ADJUST_STORE` with many parameter sets costs
-        one per store on MySQL/MariaDB (PyMySQL batches only ``INSERT``). The statement has a
-        power-of-two number of slots (the last store repeated; a ``CASE`` takes its first
-        match), so a few shapes are built and compiled once. Run under the store locks the
-        caller holds.
-
-    Raises:
-        ValueError: no store, more than :data:`ADJUST_STORES_CHUNK`, or a store twice.
-    """
-    ids = [sid for sid, _df, _dc in deltas]
-    if not ids or len(ids) > ADJUST_STORES_CHUNK or len(set(ids)) != len(ids):
-        raise ValueError(f"adjust_stores takes 1..{ADJUST_STORES_CHUNK} distinct stores")
-    slots = 1 << (len(ids) - 1).bit_length()
-    padded = list(deltas) + [deltas[-1]] * (slots - len(ids))
-    params: dict[str, Any] = {"p_now": now}
-    for i, (sid, df, dc) in enumerate(padded):
-        params.update({f"p_s{i}": sid, f"p_f{i}": df, f"p_c{i}": dc})
-    return _adjust_stores(slots), params
 
 
 def select_store_totals(store_ids: Sequence[int]) -> sa.Select[Any]:
@@ -1155,6 +1099,37 @@ INSERT_EXPIRED_AUDIT = sa.insert(audit_events).from_select(
 the database from the file and store rows, by file id, just before :data:`DELETE_EXPIRED`
 deletes the same rows (the batch holds their store rows and the expiry lock, so nothing can
 change them in between; the executor checks that both counts agree)."""
+
+_EXPIRED_PER_STORE = (
+    sa.select(
+        files.c.store_id,
+        sa.func.count().label("n_files"),
+        sa.func.sum(files.c.char_count).label("n_chars"),
+    )
+    .where(files.c.file_id.in_(_IDS), expiry_rule())
+    .group_by(files.c.store_id)
+    .subquery("expired")
+)
+UNCOUNT_EXPIRED_JOIN = (
+    sa.update(stores.join(_EXPIRED_PER_STORE, _EXPIRED_PER_STORE.c.store_id == stores.c.store_id))
+    .where(stores.c.store_id.in_(_bp("p_sids", expanding=True)))
+    .values(
+        {
+            stores.c.file_count: stores.c.file_count - _EXPIRED_PER_STORE.c.n_files,
+            stores.c.total_chars: stores.c.total_chars - _EXPIRED_PER_STORE.c.n_chars,
+            stores.c.updated_at: _bp("p_now", type_=_TS),
+        }
+    )
+)
+"""Take the candidates ``:p_ids`` that still match the rule at ``:p_cutoff`` out of their
+stores' counters, all stores of the batch in one statement: ``UPDATE dbm_stores INNER JOIN
+(SELECT store_id, COUNT(*), SUM(char_count) ... GROUP BY store_id) ... WHERE store_id IN
+(:p_sids)`` (the store rows the batch holds: without it InnoDB would scan, and wait for, every
+store row), run just before
+:data:`DELETE_EXPIRED` deletes the same rows, under the store locks the batch holds. Rowcount:
+the number of stores moved. MySQL/MariaDB only
+(:func:`dbmemory.db.dialect.one_statement_store_moves`: PyMySQL sends an ``UPDATE``
+executemany as one round trip per store)."""
 
 SELECT_FILES_LEFT = sa.select(files.c.file_id).where(files.c.file_id.in_(_IDS))
 """Which of ``:p_ids`` still exist (after :data:`DELETE_EXPIRED`, where the backend has no
@@ -1353,10 +1328,6 @@ def example_statements() -> dict[str, Executable]:
         "select_store_keys": select_store_keys([1, 2]),
         "lock_stores_by_key": lock_stores_by_key(["agent:A", "user:A:u1"]),
         "select_store_totals": select_store_totals([1, 2]),
-        "adjust_stores": _with_values(
-            adjust_stores([(1, -2, -40), (2, -1, -7)], now)[0],
-            **adjust_stores([(1, -2, -40), (2, -1, -7)], now)[1],
-        ),
         "insert_expired_audit": _with_values(
             INSERT_EXPIRED_AUDIT, **sample, p_cutoff=now, p_action="expire", p_actor="expiry"
         ),

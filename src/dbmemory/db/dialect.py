@@ -580,12 +580,12 @@ def utf8_length(bind: Connection | Engine | Dialect, column: Any) -> Any:
 
 def delete_returning(bind: Connection | Engine | Dialect) -> bool:
     """Whether the expiry learns what it deleted from ``DELETE ... RETURNING`` (PostgreSQL,
-    MariaDB 10.0.5+). Elsewhere it selects which candidates are left, in the same transaction
-    with the candidates locked: MySQL 8 has no ``DELETE ... RETURNING``, Oracle's needs OUT
-    binds, and on SQLite (one local writer) the extra select is cheap and keeps every
-    statement the package runs there compilable for Oracle."""
+    MariaDB 10.0.5+, SQLite 3.35+: SQLAlchemy's ``delete_returning`` says which). Elsewhere it
+    selects which candidates are left, in the same transaction with the candidates locked:
+    MySQL 8 has no ``DELETE ... RETURNING`` and Oracle's needs OUT binds. (On SQLite the
+    select cost one more statement with a 1,000-id ``IN`` list per batch, ~8% of a batch.)"""
     dia = bind if isinstance(bind, Dialect) else bind.dialect
-    return bool(dia.delete_returning) and dia.name in ("postgresql", "mysql", "mariadb")
+    return bool(dia.delete_returning) and dia.name in ("postgresql", "mysql", "mariadb", "sqlite")
 
 
 def touch_connection_setup(
@@ -803,14 +803,14 @@ def delete_uncounts_first(bind: Connection) -> str | None:
 
 
 def one_statement_store_moves(bind: Connection) -> bool:
-    """Whether the expiry moves a batch's store counters with one statement per
-    :data:`~dbmemory.statements.ADJUST_STORES_CHUNK` stores
-    (:func:`dbmemory.statements.adjust_stores`, a ``CASE`` on ``store_id``) rather than
+    """Whether the expiry moves a batch's store counters with one statement for all its
+    stores (:data:`dbmemory.statements.UNCOUNT_EXPIRED_JOIN`, a multi-table ``UPDATE`` joined
+    to the per-store totals of what the batch deletes) rather than
     :data:`~dbmemory.statements.ADJUST_STORE` with one parameter set per store: True on
     MySQL/MariaDB, whose driver (PyMySQL) sends an ``UPDATE`` executemany as one round trip
-    per row (measured: ~200 round trips per 1,000-file batch, half the batch's time). False
-    elsewhere: psycopg pipelines an executemany, SQLite runs it in process, and building the
-    ``CASE`` costs more there than it saves."""
+    per row (~200 per 1,000-file batch of 5-file stores). False elsewhere: psycopg pipelines
+    an executemany, SQLite runs it in process, and neither has a multi-table ``UPDATE``
+    (Oracle: compile-only)."""
     return bind.dialect.name in ("mysql", "mariadb")
 
 
