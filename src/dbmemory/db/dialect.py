@@ -12,13 +12,19 @@ Nothing else in dbmemory branches on the dialect name. What lives here:
 * translation of driver errors into :mod:`dbmemory.errors` (one place, ``raise ... from``).
 
 Facts behind each choice are in the project's DATABASES.md.
+
+For size (STYLE rule 19) groups of it live in sibling modules that this one imports and
+re-exports, name for name (import every name from here): :mod:`~dbmemory.db.dialect_writes`
+(the write path's shape), :mod:`~dbmemory.db.dialect_expiry` (touches and the expiry),
+:mod:`~dbmemory.db.dialect_deploy` (Galera), :mod:`~dbmemory.db.dialect_errors` (driver errors),
+:mod:`~dbmemory.db.dialect_oracle` (Oracle specifics) and :mod:`~dbmemory.db.dialect_health`
+(``dbmemory doctor``). They reach this module only on use, so :func:`utcnow` here stays the
+one clock (tests patch ``dialect.utcnow``) and any import order works.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -471,190 +477,6 @@ def _name(bind: Connection | Engine | Dialect) -> str:
     return (bind if isinstance(bind, Dialect) else bind.dialect).name
 
 
-def file_read_upsert(bind: Connection | Engine | Dialect) -> sa.Executable:
-    """The statement recording a read of ``:p_fid`` at ``:p_now`` in ``dbm_file_reads`` (insert,
-    or move ``read_at`` forward, never back), for the touch connection of a server backend.
-
-    PostgreSQL ``INSERT ... ON CONFLICT DO UPDATE``; MySQL/MariaDB ``INSERT ... ON DUPLICATE KEY
-    UPDATE`` with ``GREATEST``; Oracle ``MERGE`` (two sessions merging one new key can still
-    raise ORA-00001: the caller retries once). SQLite records reads inline with the portable
-    :data:`dbmemory.statements.INSERT_FILE_READ` / ``UPDATE_FILE_READ`` pair instead.
-    """
-    from dbmemory.db.schema import file_reads
-
-    name = _name(bind)
-    fid = sa.bindparam("p_fid", type_=sa.BigInteger())
-    now = sa.bindparam("p_now", type_=UtcDateTime())
-    if name == "postgresql":
-        pg = postgresql.insert(file_reads).values(file_id=fid, read_at=now)
-        return pg.on_conflict_do_update(
-            index_elements=[file_reads.c.file_id],
-            set_={"read_at": pg.excluded.read_at},
-            where=file_reads.c.read_at < pg.excluded.read_at,
-        )
-    if name in ("mysql", "mariadb"):
-        my = mysql.insert(file_reads).values(file_id=fid, read_at=now)
-        return my.on_duplicate_key_update(
-            read_at=sa.func.greatest(file_reads.c.read_at, my.inserted.read_at)
-        )
-    if name == "oracle":
-        return sa.text(
-            "MERGE INTO dbm_file_reads r "
-            "USING (SELECT :p_fid AS file_id, :p_now AS read_at FROM dual) s "
-            "ON (r.file_id = s.file_id) "
-            "WHEN MATCHED THEN UPDATE SET r.read_at = s.read_at WHERE r.read_at < s.read_at "
-            "WHEN NOT MATCHED THEN INSERT (file_id, read_at) VALUES (s.file_id, s.read_at)"
-        ).bindparams(fid, now)
-    raise ValueError(f"no touch upsert for {name}: reads are recorded inline there")
-
-
-def job_lock(
-    bind: Connection | Engine | Dialect, *, shared: bool, wait_seconds: int | None = None
-) -> sa.Executable:
-    """Lock the expiry's ``dbm_job_locks`` row: exclusive for an expiry batch, shared for a
-    read's touch (touches never wait for one another, only for a running batch).
-
-    PostgreSQL ``FOR SHARE`` / ``FOR UPDATE``, MySQL/MariaDB ``LOCK IN SHARE MODE`` / ``FOR
-    UPDATE``. Oracle has no shared row lock, so there the lock is a table lock on
-    ``dbm_job_locks``: ``ROW SHARE`` for a touch (compatible with other touches), ``EXCLUSIVE``
-    for an expiry batch, with ``WAIT n`` when ``wait_seconds`` is given (the servers bound the
-    wait by the session's lock timeout instead, see :func:`touch_connection_setup`). SQLite:
-    nothing is locked (``FOR UPDATE`` is not rendered); ``BEGIN IMMEDIATE`` already serialises.
-    """
-    from dbmemory import statements as st
-
-    if _name(bind) == "oracle":
-        mode = "ROW SHARE" if shared else "EXCLUSIVE"
-        wait = f" WAIT {int(wait_seconds)}" if wait_seconds is not None else ""
-        return sa.text(f"LOCK TABLE dbm_job_locks IN {mode} MODE{wait}")
-    return st.SELECT_JOB_LOCK.with_for_update(read=shared)
-
-
-def lock_expiry_candidates(
-    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
-) -> sa.Select[Any]:
-    """``stmt`` limited to ``limit`` rows and locked ``FOR UPDATE SKIP LOCKED`` (rows a writer
-    holds are skipped: they are being written, so they are not expiring).
-
-    Oracle refuses ``FETCH FIRST`` with ``FOR UPDATE`` (ORA-02014): there the limit is
-    ``ROWNUM <= n``. PostgreSQL locks only the ``dbm_files`` rows (``FOR UPDATE OF``), never the
-    rows of the tables in its subqueries. SQLite has no row locks (``BEGIN IMMEDIATE``).
-    """
-    name = _name(bind)
-    if name == "sqlite":
-        return stmt.limit(limit)
-    table = stmt.get_final_froms()[0]
-    if name == "oracle":
-        return stmt.where(sa.text(f"ROWNUM <= {int(limit)}")).with_for_update(skip_locked=True)
-    if name == "postgresql":
-        return stmt.limit(limit).with_for_update(skip_locked=True, of=table)
-    return stmt.limit(limit).with_for_update(skip_locked=True)
-
-
-def expiry_candidates(
-    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
-) -> sa.Select[Any]:
-    """``stmt`` limited to ``limit`` rows, without a lock (the expiry locks the candidates'
-    store rows next, ``SKIP LOCKED``: writers' order, store row first). Oracle 19c: ``FETCH
-    FIRST``; elsewhere ``LIMIT``."""
-    return stmt.limit(limit)
-
-
-def utf8_length(bind: Connection | Engine | Dialect, column: Any) -> Any:
-    """SQL for the UTF-8 length in bytes of a text column, or ``None`` where the database
-    cannot give it (Oracle: ``LENGTHB`` refuses a CLOB in a multibyte character set; the caller
-    then reads the text and measures it). ``NULL`` stays ``NULL``.
-
-    PostgreSQL (UTF8 database) and MySQL/MariaDB (``utf8mb4`` column): ``OCTET_LENGTH``;
-    SQLite (UTF-8 database, its default): ``LENGTH(CAST(x AS BLOB))``.
-    """
-    name = _name(bind)
-    if name == "oracle":
-        return None
-    if name == "sqlite":
-        return sa.func.length(sa.cast(column, sa.LargeBinary()))
-    return sa.func.octet_length(column)
-
-
-def delete_returning(bind: Connection | Engine | Dialect) -> bool:
-    """Whether the expiry learns what it deleted from ``DELETE ... RETURNING`` (PostgreSQL,
-    MariaDB 10.0.5+). Elsewhere it selects which candidates are left, in the same transaction
-    with the candidates locked: MySQL 8 has no ``DELETE ... RETURNING``, Oracle's needs OUT
-    binds, and on SQLite (one local writer) the extra select is cheap (measured: ~8% of a
-    batch) and keeps every statement the package runs there compilable for Oracle
-    (``tests/test_oracle_compile_runtime.py``)."""
-    dia = bind if isinstance(bind, Dialect) else bind.dialect
-    return bool(dia.delete_returning) and dia.name in ("postgresql", "mysql", "mariadb")
-
-
-def touch_connection_setup(
-    name: str, lock_timeout_s: float, *, transaction_pooling: bool = False
-) -> list[str]:
-    """Session statements for a new connection of the touch pool (:mod:`dbmemory.touch`): bound
-    every lock wait to ``lock_timeout_s`` seconds, so a touch never waits long for a running
-    expiry batch. Oracle bounds the wait in the lock statement itself (``WAIT n``). Behind a
-    transaction-mode pooler none (each transaction sets ``SET LOCAL lock_timeout`` from the
-    touch engine's ``dbmemory_lock_timeout_ms`` execution option)."""
-    if transaction_pooling:
-        return []
-    if name == "postgresql":
-        return [f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'"]
-    if name in ("mysql", "mariadb"):
-        return [f"SET SESSION innodb_lock_wait_timeout = {max(1, int(lock_timeout_s))}"]
-    return []
-
-
-def _isolation(conn: Connection) -> str | None:
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
-    return None if level is None else str(level).upper().replace("_", " ")
-
-
-def is_autocommit(conn: Connection) -> bool:
-    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own).
-
-    Runs for every write and every SQLite ``BEGIN``: :func:`_isolation` spelled out with the
-    common cases (no level set; the exact name) answered first."""
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
-        if level is None:
-            return False
-    if level == "AUTOCOMMIT":
-        return True
-    return str(level).upper().replace("_", " ") == "AUTOCOMMIT"
-
-
-def batch_isolation(bind: Connection | Engine | Dialect) -> str:
-    """The isolation level for a transaction dbmemory opens itself on a connection that is in
-    AUTOCOMMIT mode: READ COMMITTED (every statement sees the latest committed rows), or
-    ``SERIALIZABLE`` on SQLite (pysqlite knows no other name for a normal transaction)."""
-    return "SERIALIZABLE" if _name(bind) == "sqlite" else "READ COMMITTED"
-
-
-def snapshot_isolation(conn: Connection) -> bool:
-    """Whether ``conn`` reads from one snapshot per transaction that a locking statement does
-    not refresh: PostgreSQL (and Oracle) at REPEATABLE READ or SERIALIZABLE. There a
-    transaction's later plain reads never see rows committed after its first statement, even
-    after waiting for a lock. (MySQL/MariaDB DELETEs read the rows of their subqueries with
-    locking reads, which see the latest rows, at any level; SQLite has one writer.)"""
-    name = conn.dialect.name
-    if name not in ("postgresql", "oracle"):
-        return False
-    level = _isolation(conn)
-    if level is None and name == "postgresql":
-        level = str(conn.get_isolation_level()).upper().replace("_", " ")
-    return level in ("REPEATABLE READ", "SERIALIZABLE")
-
-
-def lock_skip_locked(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Select[Any]:
-    """``FOR UPDATE SKIP LOCKED`` where the backend has it (SQLite has no row locks)."""
-    if bind.dialect.name == "sqlite":
-        return stmt
-    return stmt.with_for_update(skip_locked=True)
-
-
 def engine_defaults(backend: str) -> dict[str, Any]:
     """Keyword arguments :func:`dbmemory.db.engine.create_engine` adds for ``backend``
     (``"mysql"``, ``"postgresql"``, ``"sqlite"``, ``"oracle"``) unless the caller sets them.
@@ -668,215 +490,41 @@ def engine_defaults(backend: str) -> dict[str, Any]:
     return {}
 
 
-def _mysql_repeatable(conn: Connection) -> bool:
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = conn.engine.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None) or getattr(
-            conn.dialect, "default_isolation_level", None
-        )
-    return str(level or "REPEATABLE READ").upper().replace("_", " ") != "READ COMMITTED"
-
-
-def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
-    """Make a read taken under the store lock see the latest committed rows.
-
-    At MySQL/MariaDB's default REPEATABLE READ a plain ``SELECT`` answers from the transaction's
-    snapshot, so after waiting for the store lock a writer would count files as they were
-    before the previous writer committed, and caps could be exceeded by a race. There the read
-    becomes a locking read (``LOCK IN SHARE MODE``), which sees the current rows; its next-key
-    locks can make writers of neighbouring stores deadlock, which InnoDB reports by rolling back
-    one caller's whole transaction (dbmemory then says so and invalidates the connection, never
-    silently). Engines made by :func:`dbmemory.create_engine` run MySQL at READ COMMITTED, where
-    the plain read is already current and no gap locks are taken. PostgreSQL and Oracle (READ
-    COMMITTED) and SQLite (one writer) need nothing.
-    """
-    if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
-        return stmt.with_for_update(read=True)
-    return stmt
-
-
-def insert_store_statement(bind: Connection, insert: sa.Insert) -> sa.Insert:
-    """The statement that creates a store row on its first write.
-
-    On MySQL/MariaDB an ``INSERT ... ON DUPLICATE KEY UPDATE`` (a no-op update): when several
-    first writers of one new store race, the losers of a plain ``INSERT`` would each keep a
-    shared lock on the winner's row after their duplicate-key error, then all ask for the
-    exclusive lock (``FOR UPDATE``) and deadlock, and InnoDB would roll back a caller's whole
-    transaction. The upsert takes the exclusive lock at once, so the losers simply queue.
-    PostgreSQL, Oracle and SQLite make a second inserter wait for the first and then fail with
-    a duplicate key inside the savepoint, which is harmless.
-    """
-    if bind.dialect.name in ("mysql", "mariadb"):
-        upsert = mysql.insert(insert.table)
-        return upsert.on_duplicate_key_update(store_key=upsert.inserted.store_key)
-    return insert
-
-
-def store_and_file_lock(bind: Connection) -> str | None:
-    """How one statement may replace "lock the store row, then lock the file row" (one round
-    trip less per edit and delete): ``"outer"``, ``"inner"`` or ``None`` (two statements).
-
-    ``"outer"`` on MySQL/MariaDB (:data:`dbmemory.statements.LOCK_STORE_AND_FILE`): the outer
-    join reads and locks the store row first, then the file row, and a locking read returns
-    the latest committed rows at any isolation level. Also on SQLite: one writer at a time
-    (``BEGIN IMMEDIATE``); ``FOR UPDATE`` is not even rendered.
-
-    ``"inner"`` on PostgreSQL (:data:`dbmemory.statements.LOCK_STORE_WITH_FILE`, falling back
-    to two statements when no row comes back): PostgreSQL refuses ``FOR UPDATE`` on the
-    nullable side of an outer join, and ``FOR UPDATE OF`` the store row alone would return the
-    file row from the statement's snapshot, taken *before* it waited for the store lock, so an
-    edit would see the text as it was before the previous writer committed and lose its
-    compare-and-set. Locking both rows of an inner join re-reads a changed file row at its
-    latest version; rows are locked in ``FROM`` order, store row first.
-
-    ``None`` elsewhere (Oracle: compile-only here, not measured).
-    """
-    name = bind.dialect.name
-    if name in ("sqlite", "mysql", "mariadb"):
-        return "outer"
-    if name == "postgresql":
-        return "inner"
-    return None
-
-
-def bump_store_on_write(bind: Connection) -> bool:
-    """Whether every write modifies its store row: True on every backend since revision 0004,
-    whose counters (``file_count``, ``total_chars``) every write moves
-    (:data:`dbmemory.statements.ADJUST_STORE`, deltas 0 for a rename).
-
-    That is also what keeps caps and shape at REPEATABLE READ / SERIALIZABLE on PostgreSQL and
-    Oracle: a writer whose snapshot predates another writer's commit fails to lock the modified
-    row (SQLSTATE 40001, ORA-08177) instead of checking from a stale snapshot. On MySQL/MariaDB
-    the reads under the store lock see the latest rows anyway (:func:`current_read`,
-    :func:`store_and_file_lock`); on Galera the modified store row makes cross-node writers of
-    one store conflict at certification, so the store lock holds across nodes too.
-    """
-    return store_bump(bind) is not None
-
-
-def store_bump(bind: Connection) -> str | None:
-    """How a write moves its store row's counters (:func:`bump_store_on_write`): ``"cte"`` on
-    PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
-    :data:`dbmemory.statements.INSERT_AUDIT_ADJUST`), ``"statement"`` elsewhere
-    (:data:`dbmemory.statements.ADJUST_STORE` before the audit insert: Oracle, MySQL/MariaDB
-    and SQLite have no DML in ``WITH``)."""
-    if bind.dialect.name == "postgresql":
-        return "cte"
-    return "statement"
-
-
-def counted_file_update(bind: Connection) -> bool:
-    """Whether an edit (and a one-file rename) changes the file row and moves its store row's
-    counters in one multi-table ``UPDATE dbm_files, dbm_stores`` (MySQL/MariaDB:
-    :data:`dbmemory.statements.UPDATE_FILE_COUNTED`, :data:`~dbmemory.statements.MOVE_FILE_COUNTED`)
-    instead of :data:`~dbmemory.statements.UPDATE_FILE` then
-    :data:`~dbmemory.statements.ADJUST_STORE`. Both rows are already locked (store row first)
-    when it runs. PostgreSQL moves the counters with the audit insert instead
-    (:func:`store_bump`); SQLite and Oracle have no multi-table ``UPDATE``."""
-    return bind.dialect.name in ("mysql", "mariadb")
-
-
-def delete_uncounts_first(bind: Connection) -> str | None:
-    """How a one-file delete takes three statements: its first statement locks the store row
-    and takes the file out of the counters; the audit event is then inserted from the file row
-    (:data:`dbmemory.statements.INSERT_AUDIT_OF_FILE`) and the file deleted by its unique key
-    (:data:`~dbmemory.statements.DELETE_FILE_AT`).
-
-    ``"join"`` on MySQL/MariaDB (:data:`~dbmemory.statements.UNCOUNT_FILE_JOIN`, a multi-table
-    ``UPDATE dbm_stores INNER JOIN dbm_files``: the store row is locked first, then the file
-    row read with a shared lock, its latest committed ``char_count``, at READ COMMITTED and
-    REPEATABLE READ). ``"subquery"`` on SQLite
-    (:data:`~dbmemory.statements.UNCOUNT_FILE_SUBQUERY`: one writer at a time, so the
-    subquery reads the current row). ``None`` elsewhere: PostgreSQL already deletes in three
-    (the counters ride on the audit insert, :func:`store_bump`), and at READ COMMITTED its
-    subquery would read the snapshot taken before the statement waited for the store lock;
-    Oracle keeps the lock, delete, counters and audit statements."""
-    name = bind.dialect.name
-    if name in ("mysql", "mariadb"):
-        return "join"
-    if name == "sqlite":
-        return "subquery"
-    return None
-
-
-def one_statement_store_moves(bind: Connection) -> bool:
-    """Whether the expiry moves a batch's store counters with one statement for all its
-    stores (:data:`dbmemory.statements.UNCOUNT_EXPIRED_JOIN`, a multi-table ``UPDATE`` joined
-    to the per-store totals of what the batch deletes) rather than
-    :data:`~dbmemory.statements.ADJUST_STORE` with one parameter set per store: True on
-    MySQL/MariaDB, whose driver (PyMySQL) sends an ``UPDATE`` executemany as one round trip
-    per row (~200 per 1,000-file batch of 5-file stores). False elsewhere: psycopg pipelines
-    an executemany, SQLite runs it in process, and neither has a multi-table ``UPDATE``
-    (Oracle: compile-only)."""
-    return bind.dialect.name in ("mysql", "mariadb")
-
-
-def guarded_create(bind: Connection) -> bool:
-    """Whether a new file is created by the short path: the caps checked and counted while
-    the store row is locked (:data:`dbmemory.statements.CLAIM_FILE_SLOT`), then an insert that
-    checks the path is free in the same statement
-    (:data:`dbmemory.statements.INSERT_FILE_IF_FREE`). True on PostgreSQL (``RETURNING``),
-    MySQL/MariaDB and SQLite (the driver's ``lastrowid``); False on Oracle, where ``INSERT ...
-    SELECT`` cannot return the new id and the CLOB would be bound in a select list: the
-    long path (lock, facts, insert) runs there. Also False on MySQL/MariaDB at REPEATABLE
-    READ (a host engine's default): the ``NOT EXISTS`` of an ``INSERT ... SELECT`` reads the
-    transaction's snapshot there, not the latest rows (measured: two racing creates of ``/a``
-    and ``/a/b.md`` both succeeded), so the long path's locking read (:func:`current_read`)
-    runs instead."""
-    name = bind.dialect.name
-    if name in ("mysql", "mariadb"):
-        return not _mysql_repeatable(bind)
-    return name in ("postgresql", "sqlite")
-
-
-def insert_returns_id(bind: Connection) -> bool:
-    """Whether the short create path learns the new file's id from ``RETURNING`` (PostgreSQL)
-    rather than from the driver's ``lastrowid`` (SQLite, MySQL/MariaDB)."""
-    return bind.dialect.name == "postgresql"
-
-
-def is_galera(bind: Connection) -> bool:
-    """Whether ``bind``'s server is a Galera cluster node (MariaDB ``wsrep_on = ON``; MySQL has
-    no such variable). Asked once per engine (``SHOW VARIABLES``, no transaction effect) and
-    remembered on its dialect; False on other backends."""
-    dia = bind.dialect
-    known = getattr(dia, "_dbmemory_galera", None)
-    if known is not None:
-        return bool(known)
-    if dia.name not in ("mysql", "mariadb"):
-        return False
-    row = bind.exec_driver_sql("SHOW VARIABLES LIKE 'wsrep_on'").first()
-    known = row is not None and str(row[1]).upper() in ("ON", "1")
-    dia._dbmemory_galera = known  # type: ignore[attr-defined]
-    return known
-
-
-@contextlib.contextmanager
-def causal_reads(conn: Connection) -> Iterator[None]:
-    """Within the block, reads and deletes on a Galera node first wait until the node has
-    applied every write committed anywhere in the cluster before them (``wsrep_sync_wait`` bits
-    1 and 2, READ and UPDATE/DELETE), so an expiry batch sees a touch or write committed on
-    another node just before it; the session's own value is restored afterwards. Nothing on
-    other backends."""
-    if conn.dialect.name not in ("mysql", "mariadb") or not is_galera(conn):
-        yield
-        return
-    _driver_execute(conn, "SET @dbm_sync_wait = @@session.wsrep_sync_wait")
-    _driver_execute(conn, "SET SESSION wsrep_sync_wait = @@session.wsrep_sync_wait | 3")
-    try:
-        yield
-    finally:
-        if not conn.invalidated and not conn.closed:
-            with contextlib.suppress(sa.exc.DBAPIError):
-                _driver_execute(conn, "SET SESSION wsrep_sync_wait = @dbm_sync_wait")
-
-
-# -- error translation, Oracle specifics, health checks: sibling modules, re-exported here ----
+# -- sibling modules (split out for size), re-exported here --------------------------------------
 #
 # (split out for size, STYLE rule 19; they import this module on use, never at import time)
 
+from dbmemory.db.dialect_writes import (  # noqa: E402, F401
+    bump_store_on_write,
+    counted_file_update,
+    current_read,
+    delete_uncounts_first,
+    guarded_create,
+    insert_returns_id,
+    insert_store_statement,
+    one_statement_store_moves,
+    store_and_file_lock,
+    store_bump,
+    _mysql_repeatable,
+)
+from dbmemory.db.dialect_deploy import (  # noqa: E402, F401
+    causal_reads,
+    is_galera,
+)
+from dbmemory.db.dialect_expiry import (  # noqa: E402, F401
+    batch_isolation,
+    delete_returning,
+    expiry_candidates,
+    file_read_upsert,
+    is_autocommit,
+    job_lock,
+    lock_expiry_candidates,
+    lock_skip_locked,
+    snapshot_isolation,
+    touch_connection_setup,
+    utf8_length,
+    _isolation,
+)
 from dbmemory.db.dialect_errors import (  # noqa: E402, F401
     lost_transaction_reason,
     serialization_failure,
