@@ -660,6 +660,10 @@ def _uncount_file_join(by_key: bool) -> sa.Update:
                 stores.c.file_count: stores.c.file_count - 1,
                 stores.c.total_chars: stores.c.total_chars - files.c.char_count,
                 stores.c.updated_at: _bp("p_now", type_=_TS),
+                # a no-op SET on the file row makes it an updated table: exclusively locked
+                # now, not shared and upgraded by the delete (an upgrade deadlocks with any
+                # writer already queued for that row)
+                files.c.version_no: files.c.version_no,
             }
         )
     )
@@ -669,11 +673,13 @@ UNCOUNT_FILE_JOIN = _uncount_file_join(False)
 """A delete's first statement on MySQL/MariaDB (:func:`dbmemory.db.dialect.delete_uncounts_first`
 ``"join"``): lock store ``:p_sid`` and, in the same statement, take the file ``:p_ph`` out of
 its counters (``file_count - 1``, ``total_chars - char_count``, ``updated_at = :p_now``).
-``dbm_stores INNER JOIN dbm_files``: InnoDB locks the store row first, then reads the file
-row with a shared lock, so the lock order stays store row, then file row, and the file's
-``char_count`` is its latest committed value at any isolation level (measured; see
-``tests/test_write_races.py``). Rowcount 1: the file exists and was uncounted; 0: the store
-or the file is missing (nothing changed: the caller takes the full path, which says which).
+``dbm_stores INNER JOIN dbm_files``: InnoDB locks the store row first, then the file row
+(exclusively: a no-op ``SET version_no = version_no``; read-only it would be a shared lock
+that the delete then upgrades, a deadlock with a writer queued for the row: seen in
+``tests/test_store_counters.py``'s race), so the lock order stays store row, then file row,
+and the file's ``char_count`` is its latest committed value at any isolation level (measured;
+see ``tests/test_write_races.py``). Rowcount 1 or 2 (2 where the driver counts found rows):
+the file exists and was uncounted; 0: the store or the file is missing (nothing changed: the caller takes the full path, which says which).
 MySQL/MariaDB only (a multi-table ``UPDATE``)."""
 
 UNCOUNT_FILE_JOIN_BY_KEY = _uncount_file_join(True)
