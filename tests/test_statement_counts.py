@@ -32,10 +32,10 @@ BUDGET = {
     "create": {"postgresql": 3, "mysql": 3, "sqlite": 3},
     "view directory": {"postgresql": 1, "mysql": 1, "sqlite": 1},
     "view file": {"postgresql": 1, "mysql": 1, "sqlite": 1},
-    "str_replace": {"postgresql": 3, "mysql": 4, "sqlite": 4},
-    "insert": {"postgresql": 3, "mysql": 4, "sqlite": 4},
-    "rename": {"postgresql": 4, "mysql": 5, "sqlite": 5},
-    "delete": {"postgresql": 3, "mysql": 4, "sqlite": 4},
+    "str_replace": {"postgresql": 3, "mysql": 3, "sqlite": 4},
+    "insert": {"postgresql": 3, "mysql": 3, "sqlite": 4},
+    "rename": {"postgresql": 4, "mysql": 4, "sqlite": 5},
+    "delete": {"postgresql": 3, "mysql": 3, "sqlite": 3},
 }
 
 COMMANDS: list[tuple[str, dict[str, Any]]] = [
@@ -227,3 +227,79 @@ def test_views_on_sqlite_run_on_the_raw_cursor(
             assert not out.startswith("Error"), out
     assert calls == []
     assert counter.log == ["SELECT", "SELECT", "INSERT"], counter.log
+
+def test_an_expiry_batch_sends_no_statement_per_store_or_per_file(engine: Engine) -> None:
+    """Issue 12: a batch's audit events are built in the database (one ``INSERT ... SELECT``,
+    no parameter set per file) and, on MySQL/MariaDB, whose driver sends an ``UPDATE``
+    executemany as one round trip per row, the store counters move in one multi-table UPDATE for
+    all its stores; the batch's statement count does not grow with its stores."""
+    import datetime as dt
+
+    from dbmemory import files as files_api
+    from dbmemory.expiry import expire_files_committing
+
+    family = _family(engine)
+    with engine.begin() as c:
+        for i in range(40):
+            sid = files_api.get_or_create_store(c, f"shared:EXP{i}", scope="shared", store_code=f"EXP{i}")
+            sid = getattr(sid, "store_id", sid)
+            for j in range(2):
+                files_api.put_file(c, sid, f"/memories/f{j}.md", "x" * (i + j + 1))
+        c.execute(
+            sa.update(files).values(
+                last_accessed_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=60)
+            )
+        )
+    log: list[tuple[str, bool, int]] = []
+
+    def on(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+        log.append((statement.split(None, 1)[0].upper(), many, len(params) if many else 1))
+
+    sa.event.listen(engine, "before_cursor_execute", on)
+    try:
+        assert expire_files_committing(engine, days=30) == 80
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", on)
+    per_row = [
+        entry
+        for entry in log
+        if entry[1] and entry[2] > 1 and (entry[0] == "INSERT" or family == "mysql")
+    ]
+    assert per_row == [], log
+    assert len(log) <= 14, log
+    with engine.connect() as c:
+        assert c.execute(sa.select(sa.func.sum(stores.c.file_count))).scalar_one() == 0
+        assert c.execute(sa.select(sa.func.sum(stores.c.total_chars))).scalar_one() == 0
+
+
+def test_the_multi_table_updates_compile_for_mysql_and_are_picked_only_there() -> None:
+    """The MySQL/MariaDB-only statements (:func:`dbmemory.statements.join_update_statements`)
+    compile for MySQL and MariaDB; Oracle cannot compile them (so they are not in
+    ``example_statements()``, whose statements the Oracle test compiles), PostgreSQL and SQLite
+    would render an ``UPDATE ... JOIN`` they do not accept, and
+    :mod:`dbmemory.db.dialect` picks them for MySQL/MariaDB only."""
+    from types import SimpleNamespace
+
+    from sqlalchemy.dialects import mysql, oracle, postgresql, sqlite
+
+    from dbmemory import statements as st
+    from dbmemory.db import dialect
+
+    for name, stmt in st.join_update_statements().items():
+        for dia in (mysql.dialect(), mysql.dialect(is_mariadb=True)):
+            sql = str(stmt.compile(dialect=dia))
+            assert sql.startswith("UPDATE dbm_"), (name, sql)
+        with pytest.raises((sa.exc.CompileError, NotImplementedError)):
+            stmt.compile(dialect=oracle.dialect())
+        for dia in (postgresql.dialect(), sqlite.dialect()):  # no valid SQL there either
+            try:
+                sql = str(stmt.compile(dialect=dia))
+            except (sa.exc.CompileError, NotImplementedError):
+                continue
+            assert sql.startswith("UPDATE dbm_stores JOIN"), (name, dia.name, sql)
+    for name in ("mysql", "mariadb", "postgresql", "sqlite", "oracle"):
+        bind: Any = SimpleNamespace(dialect=SimpleNamespace(name=name))
+        family = name in ("mysql", "mariadb")
+        assert dialect.counted_file_update(bind) is family
+        assert dialect.one_statement_store_moves(bind) is family
+        assert (dialect.delete_uncounts_first(bind) == "join") is family

@@ -22,10 +22,15 @@ Each batch of at most ``batch_size`` files (1,000: Oracle's IN-list limit) is on
    LOCKED`` (the writers' lock order: store row first; a store a writer holds is being
    written, so its files are skipped until the next run);
 3. delete the candidates of the locked stores **with the rule again** (``DELETE ... WHERE
-   file_id IN (...) AND <rule>``), so nothing written or read since step 2 goes;
+   file_id IN (...) AND <rule>``), so nothing written or read since step 2 goes. Just before
+   it, one ``expire`` audit event per file that still matches is inserted by the
+   database itself (``INSERT ... SELECT`` with the same rule, :data:`~dbmemory.statements.
+   INSERT_EXPIRED_AUDIT`: no per-row parameters); the two counts must agree, else the batch
+   rolls back;
 4. move each store's counters (``file_count``, ``total_chars``) by what was really deleted
    (``DELETE ... RETURNING`` where the backend has it, else the candidates that no longer
-   exist), one ``expire`` audit event per file deleted; forget the deleted files' rows in
+   exist; on MySQL/MariaDB one ``UPDATE ... JOIN`` of the per-store totals just before the
+   delete, :data:`~dbmemory.statements.UNCOUNT_EXPIRED_JOIN`); forget the deleted files' rows in
    ``dbm_file_reads``.
 
 Afterwards recorded reads older than the cutoff whose file no longer exists (orphans, e.g.
@@ -48,7 +53,6 @@ from dbmemory import validate as _v
 from dbmemory.db import dialect
 from dbmemory.db.schema import files
 from dbmemory.errors import InvalidArgumentError, StorageError
-from dbmemory.audit import _audit, _event
 from dbmemory.txn import write_unit
 from dbmemory.touch import EXPIRY_LOCK_INFO, TOUCH_INTERVAL
 
@@ -372,23 +376,43 @@ def _expire_batch(
         _after_candidates(conn, ids)
     if not mine:
         return ids, 0
-    gone = _delete_expired(conn, mine, [r.file_id for r in mine], cutoff)
+    mine_ids = [r.file_id for r in mine]
+    now = dialect.utcnow()
+    audited = conn.execute(
+        st.INSERT_EXPIRED_AUDIT,
+        {"p_ids": mine_ids, "p_cutoff": cutoff, "p_action": "expire", "p_actor": "expiry", "p_now": now},
+    ).rowcount
+    joined = dialect.one_statement_store_moves(conn)
+    if joined:
+        moved = conn.execute(
+            st.UNCOUNT_EXPIRED_JOIN,
+            {
+                "p_ids": mine_ids,
+                "p_sids": sorted({r.store_id for r in mine}),
+                "p_cutoff": cutoff,
+                "p_now": now,
+            },
+        ).rowcount
+    gone = _delete_expired(conn, mine, mine_ids, cutoff)
+    # the audit insert, the counter move and the delete read the same rows under the batch's
+    # locks; a disagreement would be a bug: roll the batch back rather than commit it
+    if audited != len(gone) or (joined and moved != len({g[1] for g in gone})):
+        raise StorageError(
+            f"the expiry batch audited {audited} files but deleted {len(gone)}: the batch was "
+            "rolled back; run the expiry again"
+        )
     if gone:
         conn.execute(st.DELETE_FILE_READS_BY_ID, {"p_ids": [g[0] for g in gone]})
-        deltas: dict[int, list[int]] = {}
-        for _fid, sid, _path, chars in gone:
-            d = deltas.setdefault(sid, [0, 0])
-            d[0] -= 1
-            d[1] -= chars
-        now = dialect.utcnow()
-        conn.execute(
-            st.ADJUST_STORE,
-            [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
-        )
-        _audit(
-            conn,
-            [_event(sid, keys.get(sid), path, "expire", "expiry", chars, None) for _, sid, path, chars in gone],
-        )
+        if not joined:
+            deltas: dict[int, list[int]] = {}
+            for _fid, sid, _path, chars in gone:
+                d = deltas.setdefault(sid, [0, 0])
+                d[0] -= 1
+                d[1] -= chars
+            conn.execute(
+                st.ADJUST_STORE,
+                [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
+            )
     return ids, len(gone)
 
 

@@ -13,6 +13,10 @@ the engine set-up (:func:`dbmemory.db.dialect.configure_engine`) takes the write
 
 Where a function takes ``store`` it accepts a store id (``int``, the store must exist) or a
 :class:`~dbmemory.model.StoreRef` (the store row is created on its first write).
+
+Creating and changing files lives here; deleting, renaming and clearing them in
+:mod:`dbmemory.file_moves`, re-exported here (``dbmemory.files.delete_path`` etc.); the reads in
+:mod:`dbmemory.reads`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dbmemory.errors import (
     NotFoundError,
 )
 from dbmemory.model import Caps, FileRecord, StoreRef
-from dbmemory.paths import ROOT, ancestors, is_root, normalize_path, path_hash
+from dbmemory.paths import ancestors, normalize_path, path_hash
 from dbmemory.audit import _audit, _audit_write, _event
 from dbmemory.reads import (
     get_file,
@@ -44,6 +48,12 @@ from dbmemory.reads import (
     list_files,
     read_path,
     view_path,
+)
+from dbmemory.file_moves import (
+    clear_store_files,
+    delete_file,
+    delete_path,
+    rename_path,
 )
 from dbmemory.store_lock import (
     SERIALIZATION_FAILURE,
@@ -54,8 +64,6 @@ from dbmemory.store_lock import (
     _existing_store_id,
     _facts,
     _ignored_caps,
-    _lock_store,
-    _lock_store_and_file,
     _lock_store_caps,
     _lock_store_file_caps,
     _record,
@@ -351,15 +359,14 @@ def edit_file(
                 path=path,
             )
         now = dialect.utcnow()
-        result = conn.execute(*st.update_file_params(old.file_id, new_text, old.version, now))
-        if result.rowcount != 1:  # only possible when the store lock was bypassed
-            raise ConflictError(f"{path} changed while it was being edited: retry")
-        _audit_write(
+        _write_text(
             conn,
             store_id,
-            [_event(store_id, store_key, path, action, actor, old.chars, len(new_text))],
-            0,
-            grow,
+            old,
+            new_text,
+            now,
+            _event(store_id, store_key, path, action, actor, old.chars, len(new_text)),
+            doing="edited",
         )
     return (
         FileRecord(
@@ -501,19 +508,15 @@ def put_file(
                     add_chars=grow,
                     path=path,
                 )
-            result = conn.execute(
-                *st.update_file_params(
-                    old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
-                )
-            )
-            if result.rowcount != 1:  # only possible when the store lock was bypassed
-                raise ConflictError(f"{path} changed while it was being written: retry")
-            _audit_write(
+            _write_text(
                 conn,
                 store_id,
-                [_event(store_id, store_key, path, "put", actor, old.chars, len(text))],
-                0,
-                grow,
+                old,
+                text,
+                now,
+                _event(store_id, store_key, path, "put", actor, old.chars, len(text)),
+                doing="written",
+                expiry_exempt=expiry_exempt,
             )
             return FileRecord(
                 path=path,
@@ -529,233 +532,42 @@ def put_file(
             )
 
 
-def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "admin") -> int:
-    """Delete a file, or a directory with everything under it (the memory tool's ``delete``).
-
-    Returns:
-        The number of files deleted (>= 1).
-
-    Raises:
-        InvalidPathError: invalid path or the root (in any spelling).
-        NotFoundError: nothing at ``path``.
-        InvalidArgumentError: a ``conn``, ``store`` or ``actor`` of the wrong type or range.
-    """
-    _v.check_connection(conn)
-    _v.check_store(store)
-    _v.check_text(actor, "actor")
-    path = normalize_path(path)
-    _require_not_root(path, "delete")
-    known_id = _existing_store_id(conn, store)
-    if known_id is None:
-        raise NotFoundError(f"the path {path} does not exist")
-    with _savepoint(conn, f"deleting {path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, path)
-        if row is not None:
-            conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-            _audit_write(
-                conn,
-                store_id,
-                [_event(store_id, store_key, path, "delete", actor, row.char_count, None)],
-                -1,
-                -row.char_count,
-            )
-            return 1
-        victims = _files_under(conn, store_id, path)
-        if not victims:
-            raise NotFoundError(f"the path {path} does not exist")
-        _delete_ids(conn, [v.file_id for v in victims])
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
-                for v in victims
-            ],
-            -len(victims),
-            -sum(v.char_count for v in victims),
-        )
-        return len(victims)
-
-
-def _files_under(conn: Connection, store_id: int, directory: str) -> list[Any]:
-    """Files under ``directory`` (all for the root), read under the store lock the caller holds.
-
-    Not a locking read: every writer of the store holds its store row lock, so these rows
-    cannot change meanwhile, and a ``FOR UPDATE`` over a prefix condition let MariaDB's
-    optimizer scan (and lock) other stores' rows on small tables, so that writers of different
-    stores deadlocked. :func:`dbmemory.db.dialect.current_read` keeps the read current at MySQL's
-    REPEATABLE READ. The rows are then changed by primary key only.
-    """
-    if is_root(directory):
-        stmt, params = st.SELECT_LISTING, {"p_sid": store_id}
-    else:
-        stmt, params = st.SELECT_LISTING_DIR, {"p_sid": store_id, **st.prefix_params(directory)}
-    return list(conn.execute(dialect.current_read(stmt, conn), params).all())
-
-
-def _delete_ids(conn: Connection, ids: list[int]) -> None:
-    """Delete files one primary key at a time (executemany): writers of other stores never
-    wait for these deletes, whatever plan the optimizer would pick for an IN list."""
-    if ids:
-        conn.execute(st.DELETE_FILE_BY_ID, [{"p_fid": file_id} for file_id in ids])
-
-
-def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "admin") -> bool:
-    """Delete one file (admin). Returns ``True`` if it existed, ``False`` otherwise.
-
-    Raises:
-        InvalidPathError: invalid path, the root, or ``path`` is a directory (code
-            ``is_directory``: use :func:`delete_path`); nothing is deleted.
-        InvalidArgumentError: a ``conn``, ``store_id`` or ``actor`` of the wrong type or range.
-        NotFoundError: the store does not exist.
-    """
-    _v.arguments(conn=conn, store_id=store_id, actor=actor)
-    path = normalize_path(path)
-    _require_not_root(path, "delete")
-    with _savepoint(conn, f"deleting {path}"):
-        store_id, store_key = _lock_store(conn, store_id)
-        row = conn.execute(
-            st.SELECT_FILE_FOR_UPDATE, {"p_sid": store_id, "p_ph": path_hash(path)}
-        ).first()
-        if row is None:
-            probe = {"p_sid": store_id, **st.prefix_params(path)}
-            if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
-                raise InvalidPathError(
-                    f"{path} is a directory, not a file: delete_file deletes one file; use "
-                    "delete_path to delete a directory with everything under it",
-                    code="is_directory",
-                )
-            return False
-        conn.execute(st.DELETE_FILE_BY_ID, {"p_fid": row.file_id})
-        _audit_write(
-            conn,
-            store_id,
-            [_event(store_id, store_key, path, "delete", actor, row.char_count, None)],
-            -1,
-            -row.char_count,
-        )
-        return True
-
-
-def rename_path(
+def _write_text(
     conn: Connection,
-    store: StoreArg,
-    old_path: str,
-    new_path: str,
+    store_id: int,
+    old: FileRecord,
+    text: str,
+    now: dt.datetime,
+    event: dict[str, Any],
     *,
-    caps: Caps | None = None,
-    actor: str = "admin",
-) -> int:
-    """Rename a file, or move a whole directory prefix (the memory tool's ``rename``).
-
-    A rename adds no file and no character, so no cap can refuse it; ``caps`` is deprecated
-    and ignored (a ``DeprecationWarning``).
-
-    Returns:
-        The number of files moved.
+    doing: str,
+    expiry_exempt: bool | None = None,
+) -> None:
+    """Replace a locked file's text (compare-and-set on ``old.version``), move the store's
+    ``total_chars`` by the length change and write ``event``, under the store lock the caller
+    holds: one multi-table ``UPDATE`` and the audit insert where
+    :func:`dbmemory.db.dialect.counted_file_update` says so (MySQL/MariaDB), else
+    :data:`~dbmemory.statements.UPDATE_FILE` and :func:`_audit_write`.
 
     Raises:
-        InvalidPathError: invalid paths, the root as source or destination, a directory moved
-            inside itself, a destination path over 1,000 characters, or a destination whose
-            parent is a file.
-        NotFoundError: nothing at ``old_path``.
-        AlreadyExistsError: something already exists at ``new_path``.
-        InvalidArgumentError: a ``conn``, ``store``, ``caps`` or ``actor`` of the wrong type or
-            range.
+        ConflictError: the file is no longer at ``old.version`` (only possible when the store
+            lock was bypassed); nothing was written.
     """
-    _v.check_caps(caps, optional=True)
-    _ignored_caps(caps, "rename_path")
-    _v.check_connection(conn)
-    _v.check_store(store)
-    _v.check_text(actor, "actor")
-    old_path = normalize_path(old_path)
-    new_path = normalize_path(new_path)
-    _require_not_root(old_path, "rename")
-    _require_not_root(new_path, "rename onto")
-    if new_path == old_path:
-        raise AlreadyExistsError(f"{new_path} is the same path as the source: choose a new name")
-    if new_path.startswith(old_path + "/"):
-        raise InvalidPathError(
-            f"cannot move {old_path} inside itself ({new_path}): choose a destination outside it",
-            code="into_itself",
+    grow = len(text) - old.chars
+    if dialect.counted_file_update(conn):
+        stmt, params = st.update_file_counted_params(
+            store_id, old.file_id, text, old.version, now, grow, expiry_exempt=expiry_exempt
         )
-    known_id = _existing_store_id(conn, store)
-    if known_id is None:
-        raise NotFoundError(f"the path {old_path} does not exist")
-    with _savepoint(conn, f"renaming {old_path}"):
-        store_id, store_key, row = _lock_store_and_file(conn, store, known_id, old_path)
-        if row is not None:
-            moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
-        else:
-            victims = _files_under(conn, store_id, old_path)
-            if not victims:
-                raise NotFoundError(f"the path {old_path} does not exist")
-            moves = []
-            for v in victims:
-                target = new_path + v.file_path[len(old_path) :]
-                if len(target) > 1000:
-                    raise InvalidPathError(
-                        f"moving {v.file_path} would make a path of {len(target)} characters; "
-                        "the limit is 1,000: choose a shorter destination",
-                        code="path_too_long",
-                    )
-                moves.append((v.file_id, v.file_path, target, v.version_no, v.char_count))
-        facts = _facts(conn, store_id, new_path)
-        if facts.same or facts.descendants:
-            raise AlreadyExistsError(
-                f"{new_path} already exists: delete it first or choose another name",
-                code="already_exists",
-            )
-        if facts.ancestor_files:
-            _check_new_file_shape(facts, new_path)
-        now = dialect.utcnow()
-        for file_id, _old, target, version, _chars in moves:
-            conn.execute(
-                st.MOVE_FILE,
-                {
-                    "p_fid": file_id,
-                    "p_path": target,
-                    "p_hash": path_hash(target),
-                    "p_new_version": version + 1,
-                    "p_now": now,
-                },
-            )
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
-                for _id, old, target, _v, chars in moves
-            ],
-        )
-        return len(moves)
-
-
-def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") -> int:
-    """Delete every file of a store (the store row stays). Returns the number deleted.
-
-    Raises:
-        InvalidArgumentError: a ``conn``, ``store_id`` or ``actor`` of the wrong type or range.
-        NotFoundError: the store does not exist.
-    """
-    _v.arguments(conn=conn, store_id=store_id, actor=actor)
-    with _savepoint(conn, "clearing a store"):
-        store_id, store_key = _lock_store(conn, store_id)
-        victims = _files_under(conn, store_id, ROOT)
-        if not victims:
-            return 0
-        _delete_ids(conn, [v.file_id for v in victims])
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
-                for v in victims
-            ],
-            -len(victims),
-            -sum(v.char_count for v in victims),
-        )
-        return len(victims)
+        if conn.execute(stmt, params).rowcount == 0:
+            raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
+        _audit(conn, [event])
+        return
+    stmt, params = st.update_file_params(
+        old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
+    )
+    if conn.execute(stmt, params).rowcount != 1:
+        raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
+    _audit_write(conn, store_id, [event], 0, grow)
 
 
 # The expiry rule lives in dbmemory.expiry; its functions are also reachable here, where callers

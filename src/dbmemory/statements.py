@@ -23,7 +23,7 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
 from dbmemory.db.dialect import PATH_KEY_CHARS, PathKey, UtcDateTime
-from dbmemory.db.schema import EXPIRY_LOCK, agents, audit_events, file_reads, files, job_locks, stores
+from dbmemory.db.schema import audit_events, file_reads, files, stores
 
 __all__ = [
     "FILE_COLUMNS",
@@ -540,7 +540,7 @@ def insert_file_params(
     }
 
 
-def _update_file(with_exempt: bool) -> sa.Update:
+def _file_update_values(with_exempt: bool) -> dict[str, Any]:
     now = _bp("p_now", type_=_TS)
     values: dict[str, Any] = {
         "body": _bp("p_body", type_=files.c.body.type),
@@ -551,10 +551,14 @@ def _update_file(with_exempt: bool) -> sa.Update:
     }
     if with_exempt:
         values["expiry_exempt"] = _bp("p_exempt", type_=files.c.expiry_exempt.type)
+    return values
+
+
+def _update_file(with_exempt: bool) -> sa.Update:
     return (
         sa.update(files)
         .where(files.c.file_id == _bp("p_fid"), files.c.version_no == _bp("p_version"))
-        .values(**values)
+        .values(**_file_update_values(with_exempt))
     )
 
 
@@ -589,6 +593,126 @@ def update_file_params(
     return UPDATE_FILE_EXEMPT, params
 
 
+def _update_file_counted(with_exempt: bool) -> sa.Update:
+    values: dict[Any, Any] = {
+        files.c[name]: value for name, value in _file_update_values(with_exempt).items()
+    }
+    values[stores.c.total_chars] = stores.c.total_chars + _bp("p_dc", type_=sa.BigInteger())
+    values[stores.c.updated_at] = _bp("p_now", type_=_TS)
+    return (
+        sa.update(files)
+        .where(
+            files.c.file_id == _bp("p_fid"),
+            files.c.version_no == _bp("p_version"),
+            stores.c.store_id == _bp("p_sid"),
+            stores.c.store_id == files.c.store_id,
+        )
+        .values(values)
+    )
+
+
+UPDATE_FILE_COUNTED = _update_file_counted(False)
+""":data:`UPDATE_FILE` and :data:`ADJUST_STORE`'s character move (``total_chars + :p_dc``,
+``updated_at = :p_now`` of store ``:p_sid``) in one multi-table ``UPDATE dbm_files, dbm_stores``
+(MySQL/MariaDB only: :func:`dbmemory.db.dialect.counted_file_update`; other backends cannot
+compile it). Run under the store and file locks the writer already holds, so no lock order
+changes. Rowcount 0: the file is no longer at ``:p_version`` (nothing changed); otherwise the
+file and the store row were both changed (2 matched rows where the driver counts found rows)."""
+
+UPDATE_FILE_EXEMPT_COUNTED = _update_file_counted(True)
+""":data:`UPDATE_FILE_COUNTED` that also sets ``expiry_exempt`` (``:p_exempt``)."""
+
+
+def update_file_counted_params(
+    store_id: int,
+    file_id: int,
+    text: str,
+    expected_version: int,
+    now: dt.datetime,
+    chars_delta: int,
+    *,
+    expiry_exempt: bool | None = None,
+) -> tuple[sa.Update, dict[str, Any]]:
+    """:func:`update_file_params` for :data:`UPDATE_FILE_COUNTED`: also ``:p_sid`` and the
+    store's character delta ``:p_dc`` (new minus old length)."""
+    stmt, params = update_file_params(file_id, text, expected_version, now, expiry_exempt=expiry_exempt)
+    params.update(p_sid=store_id, p_dc=chars_delta)
+    return (UPDATE_FILE_COUNTED if stmt is UPDATE_FILE else UPDATE_FILE_EXEMPT_COUNTED), params
+
+
+def _store_file_at(by_key: bool) -> tuple[Any, list[ColumnElement[bool]]]:
+    joined = stores.join(
+        files, sa.and_(files.c.store_id == stores.c.store_id, files.c.path_hash == _bp("p_ph"))
+    )
+    where = [stores.c.store_id == _bp("p_sid")]
+    if by_key:
+        where.append(stores.c.store_key == _bp("p_key"))
+    return joined, where
+
+
+def _uncount_file_join(by_key: bool) -> sa.Update:
+    joined, where = _store_file_at(by_key)
+    return (
+        sa.update(joined)
+        .where(*where)
+        .values(
+            {
+                stores.c.file_count: stores.c.file_count - 1,
+                stores.c.total_chars: stores.c.total_chars - files.c.char_count,
+                stores.c.updated_at: _bp("p_now", type_=_TS),
+                # a no-op SET on the file row makes it an updated table: exclusively locked
+                # now, not shared and upgraded by the delete (an upgrade deadlocks with any
+                # writer already queued for that row)
+                files.c.version_no: files.c.version_no,
+            }
+        )
+    )
+
+
+UNCOUNT_FILE_JOIN = _uncount_file_join(False)
+"""A delete's first statement on MySQL/MariaDB (:func:`dbmemory.db.dialect.delete_uncounts_first`
+``"join"``): lock store ``:p_sid`` and, in the same statement, take the file ``:p_ph`` out of
+its counters (``file_count - 1``, ``total_chars - char_count``, ``updated_at = :p_now``).
+``dbm_stores INNER JOIN dbm_files``: InnoDB locks the store row first, then the file row
+(exclusively: a no-op ``SET version_no = version_no``; read-only it would be a shared lock
+that the delete then upgrades, a deadlock with a writer queued for the row: seen in
+``tests/test_store_counters.py``'s race), so the lock order stays store row, then file row,
+and the file's ``char_count`` is its latest committed value at any isolation level (measured;
+see ``tests/test_write_races.py``). Rowcount 1 or 2 (2 where the driver counts found rows):
+the file exists and was uncounted; 0: the store or the file is missing (nothing changed: the caller takes the full path, which says which).
+MySQL/MariaDB only (a multi-table ``UPDATE``)."""
+
+UNCOUNT_FILE_JOIN_BY_KEY = _uncount_file_join(True)
+""":data:`UNCOUNT_FILE_JOIN` that also requires ``store_key = :p_key``."""
+
+
+def _uncount_file_subquery(by_key: bool) -> sa.Update:
+    at = sa.and_(files.c.store_id == stores.c.store_id, files.c.path_hash == _bp("p_ph"))
+    chars = sa.select(files.c.char_count).where(at).scalar_subquery()
+    where = [stores.c.store_id == _bp("p_sid"), sa.exists().where(at)]
+    if by_key:
+        where.append(stores.c.store_key == _bp("p_key"))
+    return (
+        sa.update(stores)
+        .where(*where)
+        .values(
+            file_count=stores.c.file_count - 1,
+            total_chars=stores.c.total_chars - chars,
+            updated_at=_bp("p_now", type_=_TS),
+        )
+    )
+
+
+UNCOUNT_FILE_SUBQUERY = _uncount_file_subquery(False)
+""":data:`UNCOUNT_FILE_JOIN` as a one-table ``UPDATE`` with subqueries (SQLite,
+:func:`dbmemory.db.dialect.delete_uncounts_first` ``"subquery"``): sound only where writers
+are serialised before the statement starts (SQLite's ``BEGIN IMMEDIATE``); at READ COMMITTED
+elsewhere the subquery would read the snapshot taken before the statement waited for the
+store lock. Rowcount 1: uncounted; 0: the store or the file is missing."""
+
+UNCOUNT_FILE_SUBQUERY_BY_KEY = _uncount_file_subquery(True)
+""":data:`UNCOUNT_FILE_SUBQUERY` that also requires ``store_key = :p_key``."""
+
 DELETE_FILES_BY_ID = sa.delete(files).where(files.c.file_id.in_(_bp("p_ids", expanding=True)))
 """Delete files by id (``:p_ids``, at most 1,000 per statement: Oracle's IN-list limit)."""
 
@@ -611,6 +735,29 @@ MOVE_FILE = (
 )
 """Give file ``:p_fid`` a new path (rename): ``:p_path``, ``:p_hash``, ``:p_new_version``,
 ``:p_now``."""
+
+MOVE_FILE_COUNTED = (
+    sa.update(files)
+    .where(
+        files.c.file_id == _bp("p_fid"),
+        stores.c.store_id == _bp("p_sid"),
+        stores.c.store_id == files.c.store_id,
+    )
+    .values(
+        {
+            files.c.file_path: _bp("p_path", type_=files.c.file_path.type),
+            files.c.path_hash: _bp("p_hash", type_=sa.String(64)),
+            files.c.version_no: _bp("p_new_version", type_=sa.Integer()),
+            files.c.updated_at: _MOVED_AT,
+            files.c.last_accessed_at: _MOVED_AT,
+            stores.c.updated_at: _MOVED_AT,
+        }
+    )
+)
+""":data:`MOVE_FILE` and the store row's write mark (``updated_at = :p_now`` of store
+``:p_sid``; a rename moves no counter) in one multi-table ``UPDATE dbm_files, dbm_stores``, under the store
+and file locks the renamer holds (MySQL/MariaDB only: :func:`dbmemory.db.dialect.counted_file_update`).
+Rowcount 0: the file is gone (cannot happen under the store lock)."""
 
 INSERT_AUDIT = sa.insert(audit_events)
 """Insert audit events; one dict of values per row (keys: ``store_id``, ``store_key``,
@@ -649,176 +796,55 @@ columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`), plus ``p_sid``, ``p_df
 and ``p_now``. One row per execute (the ``WITH`` runs once per parameter set)."""
 
 
-# -- stores (admin paths) ---------------------------------------------------------------------
-
-
-MAX_IN_LIST = 1_000
-"""Most values in one ``IN (...)`` list: Oracle refuses more (ORA-01795)."""
-
-
-def id_chunks(ids: Sequence[int], size: int = MAX_IN_LIST) -> list[list[int]]:
-    """``ids`` cut into consecutive lists of at most ``size`` (<= :data:`MAX_IN_LIST`) values,
-    order kept."""
-    if not 0 < size <= MAX_IN_LIST:
-        raise ValueError(f"chunk size {size} must be between 1 and {MAX_IN_LIST}")
-    values = list(ids)
-    return [values[i : i + size] for i in range(0, len(values), size)]
-
-
-def _id_list(store_ids: Sequence[int]) -> list[int]:
-    ids = list(store_ids)
-    if not 0 < len(ids) <= MAX_IN_LIST:
-        raise ValueError(
-            f"{len(ids)} ids in one IN list: pass 1 to {MAX_IN_LIST} (cut them with id_chunks)"
-        )
-    return ids
-
-
-def _starts_with(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
-    """Exact prefix test ``SUBSTR(column, 1, n) = :prefix`` (never LIKE: ``_`` and ``%`` are
-    wildcards, and agent codes contain ``_``)."""
-    return sa.func.substr(column, 1, len(prefix)) == prefix
-
-
-def select_stores_of_agent(agent_code: str) -> sa.Select[Any]:
-    """Candidate stores an agent owns, by exact key: ``agent:<A>``, and the keys starting with
-    ``user:<A>:`` or ``context:<A>:``, by ascending id. Never chosen by the ``agent_code``
-    column (any writer sets it). The caller keeps only the keys whose parsed agent code is
-    ``<A>`` (:func:`dbmemory.stores.disable_for_agent`), which tells an agent named ``store``
-    from the store-code context keys ``context:store:<CODE>:...``."""
-    return (
-        sa.select(stores.c.store_id, stores.c.store_key)
-        .where(
-            sa.or_(
-                stores.c.store_key == f"agent:{agent_code}",
-                _starts_with(stores.c.store_key, f"user:{agent_code}:"),
-                _starts_with(stores.c.store_key, f"context:{agent_code}:"),
-            )
-        )
-        .order_by(stores.c.store_id)
+INSERT_AUDIT_OF_FILE = sa.insert(audit_events).from_select(
+    list(AUDIT_BUMP_COLUMNS),
+    sa.select(
+        files.c.store_id,
+        stores.c.store_key,
+        files.c.file_path,
+        _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
+        _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
+        files.c.char_count,
+        sa.null().label("chars_after"),
+        sa.null().label("detail_text"),
+        _bp("p_now", type_=_TS).label("created_at"),
     )
+    .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+    .where(files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")),
+)
+"""The audit event of deleting file ``:p_ph`` of store ``:p_sid`` (action ``:p_action``,
+actor ``:p_actor``, ``created_at = :p_now``), its path and ``chars_before`` read from the file
+row in the same statement, before :data:`DELETE_FILE_AT` removes it (the delete path after
+:data:`UNCOUNT_FILE_JOIN`). Inserts nothing when there is no such file."""
+
+DELETE_FILE_AT = sa.delete(files).where(
+    files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")
+)
+"""Delete file ``:p_ph`` of store ``:p_sid`` (the unique key); rowcount 1 when it existed."""
 
 
-def lock_stores_by_id(store_ids: Sequence[int]) -> sa.Select[Any]:
-    """Lock the store rows of at most 1,000 ids, in ascending id order (``SELECT store_id,
-    store_key ... WHERE store_id IN (...) ORDER BY store_id FOR UPDATE``): the first step of a
-    drop, in the writers' lock order (store row, then file rows)."""
-    return (
-        sa.select(stores.c.store_id, stores.c.store_key)
-        .where(stores.c.store_id.in_(_id_list(store_ids)))
-        .order_by(stores.c.store_id)
-        .with_for_update()
-    )
+def join_update_statements() -> dict[str, Executable]:
+    """The multi-table ``UPDATE`` statements, MySQL/MariaDB only (Oracle, PostgreSQL
+    and SQLite cannot compile them, so they are not in :func:`example_statements`; a test
+    compiles them for MySQL and checks that :mod:`dbmemory.db.dialect` picks them nowhere
+    else). Name -> statement."""
+    from dbmemory import statements_bulk
+
+    return {
+        "update_file_counted": UPDATE_FILE_COUNTED,
+        "update_file_exempt_counted": UPDATE_FILE_EXEMPT_COUNTED,
+        "move_file_counted": MOVE_FILE_COUNTED,
+        "uncount_file_join": UNCOUNT_FILE_JOIN,
+        "uncount_file_join_by_key": UNCOUNT_FILE_JOIN_BY_KEY,
+        "uncount_expired_join": statements_bulk.UNCOUNT_EXPIRED_JOIN,
+    }
 
 
-def select_store_keys(store_ids: Sequence[int]) -> sa.Select[Any]:
-    """``store_id`` and ``store_key`` of at most 1,000 ids (no lock)."""
-    return sa.select(stores.c.store_id, stores.c.store_key).where(
-        stores.c.store_id.in_(_id_list(store_ids))
-    )
 
-
-def lock_stores_by_key(store_keys: Sequence[str]) -> sa.Select[Any]:
-    """Lock the store rows of at most 1,000 keys, in ascending key order, through the unique
-    key index (``SELECT store_id, store_key ... WHERE store_key IN (...) ORDER BY store_key
-    FOR UPDATE``). On MySQL/MariaDB this locks the key-index entry, then the row: the order of
-    a first writer's ``INSERT ... ON DUPLICATE KEY UPDATE``, so a drop never holds the row while
-    waiting for the key entry that writer holds (a deadlock)."""
-    keys = list(store_keys)
-    if not 0 < len(keys) <= MAX_IN_LIST:
-        raise ValueError(f"{len(keys)} keys in one IN list: pass 1 to {MAX_IN_LIST}")
-    return (
-        sa.select(stores.c.store_id, stores.c.store_key)
-        .where(stores.c.store_key.in_(keys))
-        .order_by(stores.c.store_key)
-        .with_for_update()
-    )
-
-
-def select_store_totals(store_ids: Sequence[int]) -> sa.Select[Any]:
-    """Per store of at most 1,000 ids: number of files and characters (for audit events of a
-    drop)."""
-    return (
-        sa.select(
-            files.c.store_id,
-            sa.func.count().label("file_count"),
-            sa.func.coalesce(sa.func.sum(files.c.char_count), 0).label("total_chars"),
-        )
-        .where(files.c.store_id.in_(_id_list(store_ids)))
-        .group_by(files.c.store_id)
-    )
-
-
-def delete_stores_by_id(store_ids: Sequence[int]) -> tuple[sa.Delete, sa.Delete]:
-    """Delete the files, then the rows, of at most 1,000 stores (two statements; no reliance on
-    ``ON DELETE CASCADE`` being enabled, e.g. SQLite without ``PRAGMA foreign_keys``). Lock the
-    store rows first (:func:`lock_stores_by_id`)."""
-    ids = _id_list(store_ids)
-    return (
-        sa.delete(files).where(files.c.store_id.in_(ids)),
-        sa.delete(stores).where(stores.c.store_id.in_(ids)),
-    )
-
-
-def select_configured_caps(
-    scope: str, agent_code: str | None, store_code: str | None
-) -> sa.Select[Any]:
-    """Enabled agent configurations that may name a new store of ``scope``: those with the same
-    store code (shared, store-code context), every global one, or those of ``agent_code``
-    (agent, user, agent-keyed context, session). Columns: ``agent_code``, ``scope_name``,
-    ``store_code``, ``context_key`` and the three caps; the caller keeps the rows whose
-    configuration really names the store (:func:`dbmemory.caps.names_store`)."""
-    stmt = sa.select(
-        agents.c.agent_code,
-        agents.c.scope_name,
-        agents.c.store_code,
-        agents.c.context_key,
-        agents.c.max_file_chars,
-        agents.c.max_files,
-        agents.c.max_store_chars,
-    ).where(agents.c.memory_enabled == sa.true(), agents.c.scope_name == scope)
-    if store_code is not None:
-        return stmt.where(agents.c.store_code == store_code)
-    if scope == "global":
-        return stmt
-    return stmt.where(agents.c.agent_code == (agent_code or ""), agents.c.store_code.is_(None))
-
-
-def update_configured_store_caps(
-    *,
-    scope: str,
-    key: str,
-    is_prefix: bool,
-    agent_code: str | None,
-    store_code: str | None,
-    caps: dict[str, Any],
-    now: dt.datetime,
-) -> sa.Update:
-    """Set ``caps`` on the existing stores an agent configuration names: the store ``key``, or
-    every store whose key starts with ``key`` when ``is_prefix`` (an exact ``SUBSTR`` match,
-    never ``LIKE``), of that scope and owner (``agent_code`` / ``store_code`` columns, ``None``
-    = must be NULL; not checked for ``shared`` and ``global``, whose key says it all)."""
-    if is_prefix:
-        match: ColumnElement[bool] = sa.func.substr(stores.c.store_key, 1, len(key)) == key
-    else:
-        match = stores.c.store_key == key
-    conditions = [match, stores.c.scope_name == scope]
-    if scope not in ("shared", "global"):
-        conditions.append(
-            stores.c.agent_code.is_(None) if agent_code is None else stores.c.agent_code == agent_code
-        )
-        conditions.append(
-            stores.c.store_code.is_(None) if store_code is None else stores.c.store_code == store_code
-        )
-    return sa.update(stores).where(*conditions).values(**caps, updated_at=now)
-
-
-# -- read touches and expiry ------------------------------------------------------------------
+# -- read touches -----------------------------------------------------------------------------
 #
-# The rule, in one place (mirrored by the generated procedures of dbmemory.sqlgen): a file
-# expires when it is not exempt, its last write (``last_accessed_at``) is older than the cutoff,
-# and no read of it at or after the cutoff is recorded in ``dbm_file_reads``. The cutoff is
-# ``now - days - TOUCH_INTERVAL`` (:func:`dbmemory.expiry.expiry_cutoff`).
+# A read records a touch (``dbm_file_reads``) that the expiry rule honours
+# (:func:`dbmemory.statements_bulk.expiry_rule`).
 
 _READ_AT = (
     sa.select(file_reads.c.read_at)
@@ -855,112 +881,6 @@ UPDATE_FILE_READ = (
 )
 """Move the recorded read of ``:p_fid`` forward to ``:p_now`` (never backwards)."""
 
-SELECT_JOB_LOCK = sa.select(job_locks.c.lock_name).where(job_locks.c.lock_name == EXPIRY_LOCK)
-"""The expiry's row of ``dbm_job_locks``; :func:`dbmemory.db.dialect.job_lock` adds the lock
-(exclusive for an expiry batch, shared for a read's touch)."""
-
-_CUTOFF = _bp("p_cutoff", type_=_TS)
-
-
-def expiry_rule(cutoff: Any = _CUTOFF) -> ColumnElement[bool]:
-    """The expiry rule on ``dbm_files`` for ``cutoff`` (default the bind ``:p_cutoff``)."""
-    return sa.and_(
-        files.c.expiry_exempt == sa.false(),
-        files.c.last_accessed_at < cutoff,
-        ~sa.exists().where(
-            file_reads.c.file_id == files.c.file_id, file_reads.c.read_at >= cutoff
-        ),
-    )
-
-
-def select_expiry_candidates(by_store: bool) -> sa.Select[Any]:
-    """Files matching the rule at ``:p_cutoff`` (of store ``:p_sid`` when ``by_store``), with
-    what their audit events need: id, store id, path, size. The executor adds the batch limit
-    and ``FOR UPDATE SKIP LOCKED`` of the file rows only
-    (:func:`dbmemory.db.dialect.lock_expiry_candidates`)."""
-    stmt = sa.select(
-        files.c.file_id, files.c.store_id, files.c.file_path, files.c.char_count
-    ).where(expiry_rule())
-    if by_store:
-        stmt = stmt.where(files.c.store_id == _bp("p_sid"))
-    return stmt
-
-
-_IDS = _bp("p_ids", expanding=True)
-
-DELETE_EXPIRED = sa.delete(files).where(files.c.file_id.in_(_IDS), expiry_rule())
-"""Delete the candidates ``:p_ids`` (at most 1,000: Oracle's IN-list limit) that still match
-the rule at ``:p_cutoff``: the delete carries the rule, so a file written or read since the
-candidates were chosen stays."""
-
-SELECT_FILES_LEFT = sa.select(files.c.file_id).where(files.c.file_id.in_(_IDS))
-"""Which of ``:p_ids`` still exist (after :data:`DELETE_EXPIRED`, where the backend has no
-``DELETE ... RETURNING``)."""
-
-SELECT_STORE_KEYS = sa.select(stores.c.store_id, stores.c.store_key).where(
-    stores.c.store_id.in_(_bp("p_sids", expanding=True))
-)
-"""Store keys of ``:p_sids`` for audit events (no lock: writers lock store rows)."""
-
-DELETE_FILE_READS_BY_ID = sa.delete(file_reads).where(file_reads.c.file_id.in_(_IDS))
-"""Forget the recorded reads of deleted files ``:p_ids``."""
-
-
-def select_orphan_reads() -> sa.Select[Any]:
-    """Recorded reads older than ``:p_cutoff`` whose file no longer exists (a store drop, a
-    delete); the executor adds the chunk limit and ``SKIP LOCKED``."""
-    return sa.select(file_reads.c.file_id).where(
-        file_reads.c.read_at < _CUTOFF,
-        ~sa.exists().where(files.c.file_id == file_reads.c.file_id),
-    )
-
-
-def count_expirable(by_store: bool) -> sa.Select[Any]:
-    """How many files match the rule at ``:p_cutoff`` (of store ``:p_sid`` when ``by_store``)."""
-    stmt = sa.select(sa.func.count()).select_from(files).where(expiry_rule())
-    if by_store:
-        stmt = stmt.where(files.c.store_id == _bp("p_sid"))
-    return stmt
-
-
-# -- agents -----------------------------------------------------------------------------------
-
-
-def select_agent(agent_code: str, *, for_update: bool = False) -> sa.Select[Any]:
-    """One agent configuration row.
-
-    Read at the start of every turn: the statement of an agent code is built once and reused
-    (a reused statement also skips SQLAlchemy's per-object cache-key walk); statements are
-    immutable, so sharing them is safe.
-    """
-    if type(agent_code) is str and len(agent_code) <= 200:
-        return _select_agent_cached(agent_code, for_update)
-    return _build_select_agent(agent_code, for_update)
-
-
-def _build_select_agent(agent_code: str, for_update: bool) -> sa.Select[Any]:
-    stmt = sa.select(agents).where(agents.c.agent_code == agent_code)
-    return stmt.with_for_update() if for_update else stmt
-
-
-_select_agent_cached = functools.lru_cache(maxsize=1024)(_build_select_agent)
-
-
-def select_agents() -> sa.Select[Any]:
-    """Every agent configuration, by code."""
-    return sa.select(agents).order_by(agents.c.agent_code)
-
-
-def insert_agent(values: dict[str, Any]) -> sa.Insert:
-    """Create an agent configuration row."""
-    return sa.insert(agents).values(**values)
-
-
-def update_agent(agent_code: str, values: dict[str, Any]) -> sa.Update:
-    """Change an agent configuration row."""
-    return sa.update(agents).where(agents.c.agent_code == agent_code).values(**values)
-
-
 # -- for the compile checks -------------------------------------------------------------------
 
 
@@ -974,41 +894,6 @@ def _with_values(stmt: Executable, **values: Any) -> Executable:
         return None
 
     return visitors.replacement_traverse(stmt, {}, replace)
-
-
-def _touch_and_expiry_examples(sample: dict[str, Any]) -> dict[str, Executable]:
-    """The read-touch and expiry statements, in the forms Oracle 19c runs."""
-    from dbmemory.db import dialect
-
-    ora = dialect.oracle19_dialect()
-    values = {**sample, "p_sids": [1, 2], "p_cutoff": sample["p_now"]}
-    return {
-        "select_file_read": SELECT_FILE_READ,
-        "select_file_read_by_key": SELECT_FILE_READ_BY_KEY,
-        "select_file_alive": SELECT_FILE_ALIVE,
-        "insert_file_read": INSERT_FILE_READ,
-        "update_file_read": UPDATE_FILE_READ,
-        "upsert_file_read_oracle": dialect.file_read_upsert(ora),
-        # (Oracle's job lock is a LOCK TABLE statement, which sqlglot cannot parse: checked
-        # in tests/test_expiry_and_touch.py)
-        "select_job_lock": SELECT_JOB_LOCK.with_for_update(),
-        "select_expiry_candidates": _with_values(
-            dialect.expiry_candidates(ora, select_expiry_candidates(False), 1000), **values
-        ),
-        "select_expiry_candidates_store": _with_values(
-            dialect.expiry_candidates(ora, select_expiry_candidates(True), 1000), **values
-        ),
-        "lock_expiry_stores": lock_stores_by_id([1, 2]).with_for_update(skip_locked=True),
-        "delete_expired": _with_values(DELETE_EXPIRED, **values),
-        "select_files_left": _with_values(SELECT_FILES_LEFT, **values),
-        "select_store_keys": _with_values(SELECT_STORE_KEYS, **values),
-        "delete_file_reads_by_id": _with_values(DELETE_FILE_READS_BY_ID, **values),
-        "select_orphan_reads": _with_values(
-            dialect.lock_expiry_candidates(ora, select_orphan_reads(), 1000), **values
-        ),
-        "count_expirable": count_expirable(False),
-        "count_expirable_store": count_expirable(True),
-    }
 
 
 def select_byte_sizes(size: ColumnElement[Any], *, under: bool) -> sa.Select[Any]:
@@ -1028,6 +913,24 @@ def example_statements() -> dict[str, Executable]:
         Name -> statement. The Oracle compile test compiles each for Oracle 19c and checks
         identifiers and CLOB use; add new statements here when you add them above.
     """
+    from dbmemory.statements_bulk import (
+        INSERT_EXPIRED_AUDIT,
+        MAX_IN_LIST,
+        delete_stores_by_id,
+        insert_agent,
+        lock_stores_by_id,
+        lock_stores_by_key,
+        select_agent,
+        select_agents,
+        select_configured_caps,
+        select_store_keys,
+        select_store_totals,
+        select_stores_of_agent,
+        touch_and_expiry_examples,
+        update_agent,
+        update_configured_store_caps,
+    )
+
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     h = "0" * 64
     drop_files, drop_stores = delete_stores_by_id([1, 2])
@@ -1090,6 +993,9 @@ def example_statements() -> dict[str, Executable]:
         "select_store_keys": select_store_keys([1, 2]),
         "lock_stores_by_key": lock_stores_by_key(["agent:A", "user:A:u1"]),
         "select_store_totals": select_store_totals([1, 2]),
+        "insert_expired_audit": _with_values(
+            INSERT_EXPIRED_AUDIT, **sample, p_cutoff=now, p_action="expire", p_actor="expiry"
+        ),
         "delete_store_files": drop_files,
         "delete_stores": drop_stores,
         "select_file": SELECT_FILE,
@@ -1123,7 +1029,11 @@ def example_statements() -> dict[str, Executable]:
         "delete_files_by_id": _with_values(DELETE_FILES_BY_ID, **sample),
         "delete_file_by_id": DELETE_FILE_BY_ID,
         "move_file": MOVE_FILE,
-        **_touch_and_expiry_examples(sample),
+        "uncount_file_subquery": UNCOUNT_FILE_SUBQUERY,
+        "uncount_file_subquery_by_key": UNCOUNT_FILE_SUBQUERY_BY_KEY,
+        "insert_audit_of_file": INSERT_AUDIT_OF_FILE,
+        "delete_file_at": DELETE_FILE_AT,
+        **touch_and_expiry_examples(sample),
         "insert_audit": INSERT_AUDIT.values(
             store_id=1,
             store_key="agent:A",
@@ -1155,3 +1065,17 @@ def example_statements() -> dict[str, Executable]:
         ),
         "update_agent": update_agent("A", {"memory_enabled": False, "updated_at": now}),
     }
+
+
+def __getattr__(name: str) -> Any:
+    """The expiry, admin and agent statements live in :mod:`dbmemory.statements_bulk`; they are
+    reachable here too, where callers and tests look for them (PEP 562: imported on first use,
+    as that module builds on this one), and kept here once looked up."""
+    from dbmemory import statements_bulk
+
+    try:
+        value = getattr(statements_bulk, name)
+    except AttributeError:
+        raise AttributeError(f"module 'dbmemory.statements' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value

@@ -12,15 +12,19 @@ Nothing else in dbmemory branches on the dialect name. What lives here:
 * translation of driver errors into :mod:`dbmemory.errors` (one place, ``raise ... from``).
 
 Facts behind each choice are in the project's DATABASES.md.
+
+For size (STYLE rule 19) groups of it live in sibling modules that this one imports and
+re-exports, name for name (import every name from here): :mod:`~dbmemory.db.dialect_writes`
+(the write path's shape), :mod:`~dbmemory.db.dialect_expiry` (touches and the expiry),
+:mod:`~dbmemory.db.dialect_deploy` (Galera), :mod:`~dbmemory.db.dialect_errors` (driver errors),
+:mod:`~dbmemory.db.dialect_oracle` (Oracle specifics) and :mod:`~dbmemory.db.dialect_health`
+(``dbmemory doctor``). They reach this module only on use, so :func:`utcnow` here stays the
+one clock (tests patch ``dialect.utcnow``) and any import order works.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,7 +32,7 @@ from sqlalchemy.dialects import mysql, oracle, postgresql
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.compiler import compiles
 
-from dbmemory.errors import ConflictError, DbMemoryError, StorageError
+from dbmemory.errors import DbMemoryError
 
 __all__ = [
     "UtcDateTime",
@@ -505,189 +509,6 @@ def _name(bind: Connection | Engine | Dialect) -> str:
     return (bind if isinstance(bind, Dialect) else bind.dialect).name
 
 
-def file_read_upsert(bind: Connection | Engine | Dialect) -> sa.Executable:
-    """The statement recording a read of ``:p_fid`` at ``:p_now`` in ``dbm_file_reads`` (insert,
-    or move ``read_at`` forward, never back), for the touch connection of a server backend.
-
-    PostgreSQL ``INSERT ... ON CONFLICT DO UPDATE``; MySQL/MariaDB ``INSERT ... ON DUPLICATE KEY
-    UPDATE`` with ``GREATEST``; Oracle ``MERGE`` (two sessions merging one new key can still
-    raise ORA-00001: the caller retries once). SQLite records reads inline with the portable
-    :data:`dbmemory.statements.INSERT_FILE_READ` / ``UPDATE_FILE_READ`` pair instead.
-    """
-    from dbmemory.db.schema import file_reads
-
-    name = _name(bind)
-    fid = sa.bindparam("p_fid", type_=sa.BigInteger())
-    now = sa.bindparam("p_now", type_=UtcDateTime())
-    if name == "postgresql":
-        pg = postgresql.insert(file_reads).values(file_id=fid, read_at=now)
-        return pg.on_conflict_do_update(
-            index_elements=[file_reads.c.file_id],
-            set_={"read_at": pg.excluded.read_at},
-            where=file_reads.c.read_at < pg.excluded.read_at,
-        )
-    if name in ("mysql", "mariadb"):
-        my = mysql.insert(file_reads).values(file_id=fid, read_at=now)
-        return my.on_duplicate_key_update(
-            read_at=sa.func.greatest(file_reads.c.read_at, my.inserted.read_at)
-        )
-    if name == "oracle":
-        return sa.text(
-            "MERGE INTO dbm_file_reads r "
-            "USING (SELECT :p_fid AS file_id, :p_now AS read_at FROM dual) s "
-            "ON (r.file_id = s.file_id) "
-            "WHEN MATCHED THEN UPDATE SET r.read_at = s.read_at WHERE r.read_at < s.read_at "
-            "WHEN NOT MATCHED THEN INSERT (file_id, read_at) VALUES (s.file_id, s.read_at)"
-        ).bindparams(fid, now)
-    raise ValueError(f"no touch upsert for {name}: reads are recorded inline there")
-
-
-def job_lock(
-    bind: Connection | Engine | Dialect, *, shared: bool, wait_seconds: int | None = None
-) -> sa.Executable:
-    """Lock the expiry's ``dbm_job_locks`` row: exclusive for an expiry batch, shared for a
-    read's touch (touches never wait for one another, only for a running batch).
-
-    PostgreSQL ``FOR SHARE`` / ``FOR UPDATE``, MySQL/MariaDB ``LOCK IN SHARE MODE`` / ``FOR
-    UPDATE``. Oracle has no shared row lock, so there the lock is a table lock on
-    ``dbm_job_locks``: ``ROW SHARE`` for a touch (compatible with other touches), ``EXCLUSIVE``
-    for an expiry batch, with ``WAIT n`` when ``wait_seconds`` is given (the servers bound the
-    wait by the session's lock timeout instead, see :func:`touch_connection_setup`). SQLite:
-    nothing is locked (``FOR UPDATE`` is not rendered); ``BEGIN IMMEDIATE`` already serialises.
-    """
-    from dbmemory import statements as st
-
-    if _name(bind) == "oracle":
-        mode = "ROW SHARE" if shared else "EXCLUSIVE"
-        wait = f" WAIT {int(wait_seconds)}" if wait_seconds is not None else ""
-        return sa.text(f"LOCK TABLE dbm_job_locks IN {mode} MODE{wait}")
-    return st.SELECT_JOB_LOCK.with_for_update(read=shared)
-
-
-def lock_expiry_candidates(
-    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
-) -> sa.Select[Any]:
-    """``stmt`` limited to ``limit`` rows and locked ``FOR UPDATE SKIP LOCKED`` (rows a writer
-    holds are skipped: they are being written, so they are not expiring).
-
-    Oracle refuses ``FETCH FIRST`` with ``FOR UPDATE`` (ORA-02014): there the limit is
-    ``ROWNUM <= n``. PostgreSQL locks only the ``dbm_files`` rows (``FOR UPDATE OF``), never the
-    rows of the tables in its subqueries. SQLite has no row locks (``BEGIN IMMEDIATE``).
-    """
-    name = _name(bind)
-    if name == "sqlite":
-        return stmt.limit(limit)
-    table = stmt.get_final_froms()[0]
-    if name == "oracle":
-        return stmt.where(sa.text(f"ROWNUM <= {int(limit)}")).with_for_update(skip_locked=True)
-    if name == "postgresql":
-        return stmt.limit(limit).with_for_update(skip_locked=True, of=table)
-    return stmt.limit(limit).with_for_update(skip_locked=True)
-
-
-def expiry_candidates(
-    bind: Connection | Engine | Dialect, stmt: sa.Select[Any], limit: int
-) -> sa.Select[Any]:
-    """``stmt`` limited to ``limit`` rows, without a lock (the expiry locks the candidates'
-    store rows next, ``SKIP LOCKED``: writers' order, store row first). Oracle 19c: ``FETCH
-    FIRST``; elsewhere ``LIMIT``."""
-    return stmt.limit(limit)
-
-
-def utf8_length(bind: Connection | Engine | Dialect, column: Any) -> Any:
-    """SQL for the UTF-8 length in bytes of a text column, or ``None`` where the database
-    cannot give it (Oracle: ``LENGTHB`` refuses a CLOB in a multibyte character set; the caller
-    then reads the text and measures it). ``NULL`` stays ``NULL``.
-
-    PostgreSQL (UTF8 database) and MySQL/MariaDB (``utf8mb4`` column): ``OCTET_LENGTH``;
-    SQLite (UTF-8 database, its default): ``LENGTH(CAST(x AS BLOB))``.
-    """
-    name = _name(bind)
-    if name == "oracle":
-        return None
-    if name == "sqlite":
-        return sa.func.length(sa.cast(column, sa.LargeBinary()))
-    return sa.func.octet_length(column)
-
-
-def delete_returning(bind: Connection | Engine | Dialect) -> bool:
-    """Whether the expiry learns what it deleted from ``DELETE ... RETURNING`` (PostgreSQL,
-    MariaDB 10.0.5+). Elsewhere it selects which candidates are left, in the same transaction
-    with the candidates locked: MySQL 8 has no ``DELETE ... RETURNING``, Oracle's needs OUT
-    binds, and on SQLite (one local writer) the extra select is cheap and keeps every
-    statement the package runs there compilable for Oracle."""
-    dia = bind if isinstance(bind, Dialect) else bind.dialect
-    return bool(dia.delete_returning) and dia.name in ("postgresql", "mysql", "mariadb")
-
-
-def touch_connection_setup(
-    name: str, lock_timeout_s: float, *, transaction_pooling: bool = False
-) -> list[str]:
-    """Session statements for a new connection of the touch pool (:mod:`dbmemory.touch`): bound
-    every lock wait to ``lock_timeout_s`` seconds, so a touch never waits long for a running
-    expiry batch. Oracle bounds the wait in the lock statement itself (``WAIT n``). Behind a
-    transaction-mode pooler none (each transaction sets ``SET LOCAL lock_timeout`` from the
-    touch engine's ``dbmemory_lock_timeout_ms`` execution option)."""
-    if transaction_pooling:
-        return []
-    if name == "postgresql":
-        return [f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'"]
-    if name in ("mysql", "mariadb"):
-        return [f"SET SESSION innodb_lock_wait_timeout = {max(1, int(lock_timeout_s))}"]
-    return []
-
-
-def _isolation(conn: Connection) -> str | None:
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
-    return None if level is None else str(level).upper().replace("_", " ")
-
-
-def is_autocommit(conn: Connection) -> bool:
-    """Whether ``conn`` runs in ``AUTOCOMMIT`` mode (each statement commits on its own).
-
-    Runs for every write and every SQLite ``BEGIN``: :func:`_isolation` spelled out with the
-    common cases (no level set; the exact name) answered first."""
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None)
-        if level is None:
-            return False
-    if level == "AUTOCOMMIT":
-        return True
-    return str(level).upper().replace("_", " ") == "AUTOCOMMIT"
-
-
-def batch_isolation(bind: Connection | Engine | Dialect) -> str:
-    """The isolation level for a transaction dbmemory opens itself on a connection that is in
-    AUTOCOMMIT mode: READ COMMITTED (every statement sees the latest committed rows), or
-    ``SERIALIZABLE`` on SQLite (pysqlite knows no other name for a normal transaction)."""
-    return "SERIALIZABLE" if _name(bind) == "sqlite" else "READ COMMITTED"
-
-
-def snapshot_isolation(conn: Connection) -> bool:
-    """Whether ``conn`` reads from one snapshot per transaction that a locking statement does
-    not refresh: PostgreSQL (and Oracle) at REPEATABLE READ or SERIALIZABLE. There a
-    transaction's later plain reads never see rows committed after its first statement, even
-    after waiting for a lock. (MySQL/MariaDB DELETEs read the rows of their subqueries with
-    locking reads, which see the latest rows, at any level; SQLite has one writer.)"""
-    name = conn.dialect.name
-    if name not in ("postgresql", "oracle"):
-        return False
-    level = _isolation(conn)
-    if level is None and name == "postgresql":
-        level = str(conn.get_isolation_level()).upper().replace("_", " ")
-    return level in ("REPEATABLE READ", "SERIALIZABLE")
-
-
-def lock_skip_locked(stmt: sa.Select[Any], bind: Connection | Engine) -> sa.Select[Any]:
-    """``FOR UPDATE SKIP LOCKED`` where the backend has it (SQLite has no row locks)."""
-    if bind.dialect.name == "sqlite":
-        return stmt
-    return stmt.with_for_update(skip_locked=True)
-
-
 def engine_defaults(backend: str) -> dict[str, Any]:
     """Keyword arguments :func:`dbmemory.db.engine.create_engine` adds for ``backend``
     (``"mysql"``, ``"postgresql"``, ``"sqlite"``, ``"oracle"``) unless the caller sets them.
@@ -701,839 +522,87 @@ def engine_defaults(backend: str) -> dict[str, Any]:
     return {}
 
 
-def _mysql_repeatable(conn: Connection) -> bool:
-    level = conn.get_execution_options().get("isolation_level")
-    if level is None:
-        level = conn.engine.get_execution_options().get("isolation_level")
-    if level is None:
-        level = getattr(conn.dialect, "_on_connect_isolation_level", None) or getattr(
-            conn.dialect, "default_isolation_level", None
-        )
-    return str(level or "REPEATABLE READ").upper().replace("_", " ") != "READ COMMITTED"
+# -- sibling modules (split out for size), re-exported here --------------------------------------
+#
+# (split out for size, STYLE rule 19; they import this module on use, never at import time)
 
-
-def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
-    """Make a read taken under the store lock see the latest committed rows.
-
-    At MySQL/MariaDB's default REPEATABLE READ a plain ``SELECT`` answers from the transaction's
-    snapshot, so after waiting for the store lock a writer would count files as they were
-    before the previous writer committed, and caps could be exceeded by a race. There the read
-    becomes a locking read (``LOCK IN SHARE MODE``), which sees the current rows; its next-key
-    locks can make writers of neighbouring stores deadlock, which InnoDB reports by rolling back
-    one caller's whole transaction (dbmemory then says so and invalidates the connection, never
-    silently). Engines made by :func:`dbmemory.create_engine` run MySQL at READ COMMITTED, where
-    the plain read is already current and no gap locks are taken. PostgreSQL and Oracle (READ
-    COMMITTED) and SQLite (one writer) need nothing.
-    """
-    if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
-        return stmt.with_for_update(read=True)
-    return stmt
-
-
-def insert_store_statement(bind: Connection, insert: sa.Insert) -> sa.Insert:
-    """The statement that creates a store row on its first write.
-
-    On MySQL/MariaDB an ``INSERT ... ON DUPLICATE KEY UPDATE`` (a no-op update): when several
-    first writers of one new store race, the losers of a plain ``INSERT`` would each keep a
-    shared lock on the winner's row after their duplicate-key error, then all ask for the
-    exclusive lock (``FOR UPDATE``) and deadlock, and InnoDB would roll back a caller's whole
-    transaction. The upsert takes the exclusive lock at once, so the losers simply queue.
-    PostgreSQL, Oracle and SQLite make a second inserter wait for the first and then fail with
-    a duplicate key inside the savepoint, which is harmless.
-    """
-    if bind.dialect.name in ("mysql", "mariadb"):
-        upsert = mysql.insert(insert.table)
-        return upsert.on_duplicate_key_update(store_key=upsert.inserted.store_key)
-    return insert
-
-
-def store_and_file_lock(bind: Connection) -> str | None:
-    """How one statement may replace "lock the store row, then lock the file row" (one round
-    trip less per edit and delete): ``"outer"``, ``"inner"`` or ``None`` (two statements).
-
-    ``"outer"`` on MySQL/MariaDB (:data:`dbmemory.statements.LOCK_STORE_AND_FILE`): the outer
-    join reads and locks the store row first, then the file row, and a locking read returns
-    the latest committed rows at any isolation level. Also on SQLite: one writer at a time
-    (``BEGIN IMMEDIATE``); ``FOR UPDATE`` is not even rendered.
-
-    ``"inner"`` on PostgreSQL (:data:`dbmemory.statements.LOCK_STORE_WITH_FILE`, falling back
-    to two statements when no row comes back): PostgreSQL refuses ``FOR UPDATE`` on the
-    nullable side of an outer join, and ``FOR UPDATE OF`` the store row alone would return the
-    file row from the statement's snapshot, taken *before* it waited for the store lock, so an
-    edit would see the text as it was before the previous writer committed and lose its
-    compare-and-set. Locking both rows of an inner join re-reads a changed file row at its
-    latest version; rows are locked in ``FROM`` order, store row first.
-
-    ``None`` elsewhere (Oracle: compile-only here, not measured).
-    """
-    name = bind.dialect.name
-    if name in ("sqlite", "mysql", "mariadb"):
-        return "outer"
-    if name == "postgresql":
-        return "inner"
-    return None
-
-
-def bump_store_on_write(bind: Connection) -> bool:
-    """Whether every write modifies its store row: True on every backend since revision 0004,
-    whose counters (``file_count``, ``total_chars``) every write moves
-    (:data:`dbmemory.statements.ADJUST_STORE`, deltas 0 for a rename).
-
-    That is also what keeps caps and shape at REPEATABLE READ / SERIALIZABLE on PostgreSQL and
-    Oracle: a writer whose snapshot predates another writer's commit fails to lock the modified
-    row (SQLSTATE 40001, ORA-08177) instead of checking from a stale snapshot. On MySQL/MariaDB
-    the reads under the store lock see the latest rows anyway (:func:`current_read`,
-    :func:`store_and_file_lock`); on Galera the modified store row makes cross-node writers of
-    one store conflict at certification, so the store lock holds across nodes too.
-    """
-    return store_bump(bind) is not None
-
-
-def store_bump(bind: Connection) -> str | None:
-    """How a write moves its store row's counters (:func:`bump_store_on_write`): ``"cte"`` on
-    PostgreSQL (a data-modifying ``WITH`` on the audit ``INSERT``, no extra round trip:
-    :data:`dbmemory.statements.INSERT_AUDIT_ADJUST`), ``"statement"`` elsewhere
-    (:data:`dbmemory.statements.ADJUST_STORE` before the audit insert: Oracle, MySQL/MariaDB
-    and SQLite have no DML in ``WITH``)."""
-    if bind.dialect.name == "postgresql":
-        return "cte"
-    return "statement"
-
-
-def guarded_create(bind: Connection) -> bool:
-    """Whether a new file is created by the short path: the caps checked and counted while
-    the store row is locked (:data:`dbmemory.statements.CLAIM_FILE_SLOT`), then an insert that
-    checks the path is free in the same statement
-    (:data:`dbmemory.statements.INSERT_FILE_IF_FREE`). True on PostgreSQL (``RETURNING``),
-    MySQL/MariaDB and SQLite (the driver's ``lastrowid``); False on Oracle, where ``INSERT ...
-    SELECT`` cannot return the new id and the CLOB would be bound in a select list: the
-    long path (lock, facts, insert) runs there. Also False on MySQL/MariaDB at REPEATABLE
-    READ (a host engine's default): the ``NOT EXISTS`` of an ``INSERT ... SELECT`` reads the
-    transaction's snapshot there, not the latest rows (measured: two racing creates of ``/a``
-    and ``/a/b.md`` both succeeded), so the long path's locking read (:func:`current_read`)
-    runs instead."""
-    name = bind.dialect.name
-    if name in ("mysql", "mariadb"):
-        return not _mysql_repeatable(bind)
-    return name in ("postgresql", "sqlite")
-
-
-def insert_returns_id(bind: Connection) -> bool:
-    """Whether the short create path learns the new file's id from ``RETURNING`` (PostgreSQL)
-    rather than from the driver's ``lastrowid`` (SQLite, MySQL/MariaDB)."""
-    return bind.dialect.name == "postgresql"
-
-
-def is_galera(bind: Connection) -> bool:
-    """Whether ``bind``'s server is a Galera cluster node (MariaDB ``wsrep_on = ON``; MySQL has
-    no such variable). Asked once per engine (``SHOW VARIABLES``, no transaction effect) and
-    remembered on its dialect; False on other backends."""
-    dia = bind.dialect
-    known = getattr(dia, "_dbmemory_galera", None)
-    if known is not None:
-        return bool(known)
-    if dia.name not in ("mysql", "mariadb"):
-        return False
-    row = bind.exec_driver_sql("SHOW VARIABLES LIKE 'wsrep_on'").first()
-    known = row is not None and str(row[1]).upper() in ("ON", "1")
-    dia._dbmemory_galera = known  # type: ignore[attr-defined]
-    return known
-
-
-@contextlib.contextmanager
-def causal_reads(conn: Connection) -> Iterator[None]:
-    """Within the block, reads and deletes on a Galera node first wait until the node has
-    applied every write committed anywhere in the cluster before them (``wsrep_sync_wait`` bits
-    1 and 2, READ and UPDATE/DELETE), so an expiry batch sees a touch or write committed on
-    another node just before it; the session's own value is restored afterwards. Nothing on
-    other backends."""
-    if conn.dialect.name not in ("mysql", "mariadb") or not is_galera(conn):
-        yield
-        return
-    _driver_execute(conn, "SET @dbm_sync_wait = @@session.wsrep_sync_wait")
-    _driver_execute(conn, "SET SESSION wsrep_sync_wait = @@session.wsrep_sync_wait | 3")
-    try:
-        yield
-    finally:
-        if not conn.invalidated and not conn.closed:
-            with contextlib.suppress(sa.exc.DBAPIError):
-                _driver_execute(conn, "SET SESSION wsrep_sync_wait = @dbm_sync_wait")
-
-
-def serialization_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is a serialisation failure of the caller's REPEATABLE READ/SERIALIZABLE
-    transaction: PostgreSQL SQLSTATE 40001 ("could not serialize access"), Oracle ORA-08177.
-    Retrying inside the same transaction fails again: only a new transaction can succeed.
-
-    Not MySQL/MariaDB error 1213 (deadlock, also a Galera certification failure), although its
-    SQLSTATE is 40001 too: the server has already rolled back the whole transaction, which
-    :func:`lost_transaction_reason` and :func:`translate_db_error` report (a new transaction,
-    e.g. dbmemory's next own transaction on an AUTOCOMMIT connection, can simply retry)."""
-    if 1213 in _error_codes(exc):
-        return False
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        for candidate in (getattr(current, "orig", None), current):
-            if candidate is None:
-                continue
-            state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
-            if state == "40001":
-                return True
-            text = str(candidate).lower()
-            if "could not serialize access" in text or "ora-08177" in text:
-                return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _error_codes(exc: BaseException) -> set[int]:
-    codes: set[int] = set()
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        orig = getattr(current, "orig", None)
-        for candidate in (orig, current):
-            args = getattr(candidate, "args", ())
-            if args and isinstance(args[0], int):
-                codes.add(args[0])
-        current = current.__cause__ or current.__context__
-    return codes
-
-
-_MYSQL_LOST = {
-    1213: "it was chosen as a deadlock victim",
-    1305: "the database had already rolled it back",
-    1153: "a statement was larger than the server's max_allowed_packet",
-    1205: "a lock wait timed out (innodb_rollback_on_timeout)",
-}
-
-
-def _chain_text(exc: BaseException) -> str:
-    """The lower-cased messages of ``exc`` and the exceptions it was raised from or during."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        parts.append(str(getattr(current, "orig", current) or current).lower())
-        current = current.__cause__ or current.__context__
-    return " | ".join(parts)
-
-
-def lost_transaction_reason(exc: BaseException, conn: Connection) -> str | None:
-    """Why the database rolled back the caller's *whole* transaction on its own, or ``None``
-    when only the failed statement was undone (the savepoint can be rolled back).
-
-    Called after a statement inside a savepoint failed. MySQL/MariaDB: deadlock (1213), a
-    packet over ``max_allowed_packet`` (1153, the server then closes the connection), a lock
-    wait timeout with ``innodb_rollback_on_timeout=ON`` (1205 followed by ``ROLLBACK TO
-    SAVEPOINT`` failing with 1305). SQLite: disk full, interrupt, I/O errors -- detected by
-    the DB-API connection having no transaction while SQLAlchemy has one. Every backend: a
-    lost connection (the server rolls back what it had). PostgreSQL and Oracle otherwise roll
-    back only the failed statement.
-    """
-    name = conn.dialect.name
-    if name in ("mysql", "mariadb"):
-        codes = _error_codes(exc)
-        if 1305 in codes or 1213 in codes or 1153 in codes:
-            for code in (1213, 1153, 1205, 1305):
-                if code in codes:
-                    return _MYSQL_LOST[code]
-        if codes & {2006, 2013, 2014, 2055}:
-            return "the connection to the database was lost"
-    if getattr(exc, "connection_invalidated", False) or conn.invalidated:
-        return "the connection to the database was lost"
-    if name in ("mysql", "mariadb"):
-        return None
-    if name == "sqlite" and conn.in_transaction() and not is_autocommit(conn):
-        if driver_in_transaction(conn) is False:
-            text = _chain_text(exc)
-            if "full" in text:
-                return "the disk is full"
-            if "interrupt" in text:
-                return "the statement was interrupted"
-            return "the database failed"
-    return None
-
-
-def write_outcome_unknown(exc: BaseException, conn: Connection) -> bool:
-    """Whether, after ``exc`` inside a write's savepoint, nobody can tell if the write's
-    statements were saved: MySQL/MariaDB error 1305 (the savepoint is gone) with no error in
-    the chain saying the server rolled the transaction back (1213 deadlock or certification,
-    1153 packet, 1205 with ``innodb_rollback_on_timeout``). A missing savepoint then means the
-    transaction had ended before the write, and its statements may have been autocommitted."""
-    if conn.dialect.name not in ("mysql", "mariadb"):
-        return False
-    codes = _error_codes(exc)
-    return 1305 in codes and not codes & {1213, 1153, 1205}
-
-
-def transaction_lost(exc: BaseException, bind: Connection | Engine) -> bool:
-    """Whether ``exc`` means the server rolled back the caller's *whole* transaction (see
-    :func:`lost_transaction_reason`)."""
-    if isinstance(bind, Connection):
-        return lost_transaction_reason(exc, bind) is not None
-    if bind.dialect.name not in ("mysql", "mariadb"):
-        return False
-    return bool(_error_codes(exc) & {1213, 1305, 1153})
-
-
-_CONFLICT_MARKERS = (
-    "deadlock",
-    "lock wait timeout",
-    "could not obtain lock",
-    "lock timeout",
-    "canceling statement due to lock timeout",
-    "could not serialize",
-    "ora-00060",  # deadlock detected
-    "ora-00054",  # resource busy (NOWAIT)
-    "ora-30006",  # resource busy (WAIT timeout)
-    "ora-08177",  # cannot serialize
+from dbmemory.db.dialect_writes import (  # noqa: E402, F401
+    bump_store_on_write,
+    counted_file_update,
+    current_read,
+    delete_uncounts_first,
+    guarded_create,
+    insert_returns_id,
+    insert_store_statement,
+    one_statement_store_moves,
+    store_and_file_lock,
+    store_bump,
+    _mysql_repeatable,
+)
+from dbmemory.db.dialect_deploy import (  # noqa: E402, F401
+    causal_reads,
+    is_galera,
+)
+from dbmemory.db.dialect_expiry import (  # noqa: E402, F401
+    batch_isolation,
+    delete_returning,
+    expiry_candidates,
+    file_read_upsert,
+    is_autocommit,
+    job_lock,
+    lock_expiry_candidates,
+    lock_skip_locked,
+    snapshot_isolation,
+    touch_connection_setup,
+    utf8_length,
+    _isolation,
+)
+from dbmemory.db.dialect_errors import (  # noqa: E402, F401
+    lost_transaction_reason,
+    serialization_failure,
+    transaction_lost,
+    translate_db_error,
+    write_outcome_unknown,
+    _BUSY_MARKERS,
+    _chain_text,
+    _CONFLICT_MARKERS,
+    _connect_failure,
+    _error_codes,
+    _MYSQL_LOST,
+)
+from dbmemory.db.dialect_oracle import (  # noqa: E402, F401
+    configure_oracle_session,
+    ddl_commits_transaction,
+    drop_table,
+    Flag,
+    flag_check,
+    is_oracle,
+    oracle19_dialect,
+    oracle_object_exists,
+    oracle_session_listener,
+    ORACLE_SESSION_SQL,
+    _compile_flag_constant,
+    _compile_flag_constant_oracle,
+    _DBM_TABLE,
+    _flag_result,
+    _FlagConstant,
+    _FOR_UPDATE_AT_END,
+    _ORACLE_EXISTS,
+    _oracle_flag_bind,
+    _oracle_select_wait,
+)
+from dbmemory.db.dialect_health import (  # noqa: E402, F401
+    expiry_job_probe,
+    health_probes,
+    pg_cron_installed,
+    Probe,
+    server_version,
+    _mb,
+    _PATH_COLLATIONS,
+    _value,
 )
 
-_BUSY_MARKERS = ("database is locked", "database is busy", "database table is locked")
 
-
-def _connect_failure(text: str, codes: set[int]) -> str | None:
-    """A message naming the cause and remedy of a failure to connect, or ``None``."""
-    if 1045 in codes or "password authentication failed" in text or "access denied for user" in text:
-        return (
-            "the database refused the user name or password in the URL: check the credentials "
-            "(URL or DBMEMORY_URL) and that this user may connect from this host"
-        )
-    if ("role " in text and "does not exist" in text) or "ora-01017" in text:
-        return (
-            "the database user named in the URL does not exist (or its password is wrong): "
-            "fix the user name in the URL or create the user"
-        )
-    if 1049 in codes or "unknown database" in text or (
-        'database "' in text and "does not exist" in text
-    ):
-        return "the database named in the URL does not exist: create it or fix the URL"
-    if 1044 in codes or ("permission denied for database" in text):
-        return (
-            "the database user in the URL may not use that database: grant it access or use "
-            "another database"
-        )
-    if (
-        "connection refused" in text
-        or "can't connect to" in text
-        or "could not connect to server" in text
-        or "ora-12541" in text
-    ):
-        return (
-            "nothing accepts connections at the host and port in the URL: check that the "
-            "database server is running and the host and port are right"
-        )
-    if (
-        "could not translate host name" in text
-        or "name or service not known" in text
-        or "nodename nor servname" in text
-        or "unknown mysql server host" in text
-        or "failed to resolve host" in text
-    ):
-        return "the host name in the URL cannot be resolved: check the host name"
-    if "timeout expired" in text or "timed out" in text and "connect" in text:
-        return (
-            "the database server did not answer in time: check the host, port and network, "
-            "then retry"
-        )
-    if "unable to open database file" in text:
-        return (
-            "the SQLite database file cannot be opened: check that its folder exists and is "
-            "writable, or fix the path in the URL"
-        )
-    return None
-
-
-def translate_db_error(exc: BaseException, action: str) -> DbMemoryError:
-    """Map a driver/SQLAlchemy exception to a dbmemory error without leaking its text.
-
-    Args:
-        exc: the exception raised by SQLAlchemy or the driver.
-        action: what was being done, for the message, e.g. ``"writing /memories/a.md"``.
-
-    Returns:
-        An existing :class:`DbMemoryError` unchanged; a :class:`ConflictError` for lock
-        timeouts, deadlocks and serialisation failures (code ``conflict``: retry) and for a
-        busy SQLite database (code ``busy``); a :class:`ConflictError` with code
-        ``transaction_rolled_back`` when the connection was lost (the server rolled back the
-        transaction on it); a :class:`StorageError` naming the cause and remedy of a failure
-        to connect (wrong password, unknown user or database, refused port, missing SQLite
-        folder, read-only SQLite file) or of missing tables; otherwise a generic
-        :class:`StorageError`. No SQL, URL or driver code appears in the message. The caller
-        raises it ``from exc``.
-    """
-    if isinstance(exc, DbMemoryError):
-        return exc
-    if isinstance(exc, sa.exc.PendingRollbackError):
-        return ConflictError(
-            f"{action} is not possible: an earlier failure made the database roll back the "
-            "whole transaction on this connection (it was invalidated), so nothing of that "
-            "transaction was saved: roll back, then redo the whole unit of work",
-            code="transaction_rolled_back",
-        )
-    text = str(getattr(exc, "orig", exc) or exc).lower()
-    codes = _error_codes(exc)
-    if isinstance(exc, sa.exc.IntegrityError) and any(
-        marker in text for marker in ("unique", "duplicate", "ora-00001")
-    ):  # a concurrent writer created the same store or file first
-        return ConflictError(f"{action} collided with a concurrent change: retry the operation")
-    if any(marker in text for marker in _BUSY_MARKERS):
-        return ConflictError(
-            f"the database is busy: another connection holds its write lock and did not "
-            f"release it in time while {action}; nothing was changed: retry in a moment",
-            code="busy",
-        )
-    if 1213 in codes:  # InnoDB deadlock victim, or a Galera certification failure at COMMIT
-        return ConflictError(
-            f"{action} conflicted with a concurrent writer (a deadlock, or on a Galera cluster "
-            "a write to the same store committed first on another node) and the database "
-            "rolled back the whole transaction; nothing of it was saved: retry the operation"
-        )
-    if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
-        return ConflictError(
-            f"{action} waited for another writer's lock and gave up; nothing was changed: "
-            "retry the operation"
-        )
-    if "readonly database" in text or "read-only" in text and "sqlite" in type(
-        getattr(exc, "orig", exc)
-    ).__module__:
-        return StorageError(
-            "the SQLite database file is read-only (file permissions, a read-only mount or "
-            "mode=ro in the URL): make the file and its folder writable, or open another file",
-            code="read_only",
-        )
-    if any(
-        marker in text
-        for marker in ("no such table: dbm_", "ora-00942", "(1146,")
-    ) or ('relation "dbm_' in text and "does not exist" in text):
-        return StorageError(
-            "dbmemory's tables are missing in this database: run 'dbmemory db upgrade' "
-            "(or dbmemory.upgrade(engine)) first"
-        )
-    connect = _connect_failure(text, codes)
-    if connect is not None:
-        return StorageError(connect, code="connect_failed")
-    if getattr(exc, "connection_invalidated", False):
-        return ConflictError(
-            f"the connection to the database was lost while {action}; the database rolled "
-            "back the whole transaction on it, including every earlier change in it: "
-            "retry the whole unit of work",
-            code="transaction_rolled_back",
-        )
-    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
-        return StorageError(f"the memory store could not be reached while {action}: retry later")
-    return StorageError(f"the memory store failed while {action}")
-
-
-# -- Oracle: FOR UPDATE WAIT n -----------------------------------------------------------------
-
-_FOR_UPDATE_AT_END = re.compile(r"(FOR UPDATE(?: OF [^()]*?)?)\s*$")
-_DBM_TABLE = re.compile(r"\bdbm_", re.IGNORECASE)
-
-
-@compiles(sa.sql.Select, "oracle")
-def _oracle_select_wait(element: sa.sql.Select[Any], compiler: Any, **kw: Any) -> str:
-    """dbmemory's locking reads wait at most the engine's lock timeout on Oracle.
-
-    Oracle has no session lock timeout: a plain ``FOR UPDATE`` waits forever. dbmemory's
-    ``SELECT ... FOR UPDATE`` statements (those on its ``dbm_`` tables, without ``NOWAIT`` or
-    ``SKIP LOCKED``) compile to ``FOR UPDATE WAIT n``, ``n`` from
-    :func:`configure_engine` (default 5 s); a timeout raises ORA-30006, reported as a
-    conflict to retry. Other statements compile unchanged.
-    """
-    text = compiler.visit_select(element, **kw)
-    arg = element._for_update_arg
-    if arg is None or arg.nowait or arg.skip_locked or arg.read:
-        return text
-    if not _DBM_TABLE.search(text):
-        return text
-    seconds = getattr(
-        compiler.dialect, "_dbmemory_lock_wait_s", _lock_wait_seconds(DEFAULT_LOCK_TIMEOUT_MS)
-    )
-    return _FOR_UPDATE_AT_END.sub(lambda m: f"{m.group(1)} WAIT {int(seconds)}", text, count=1)
-
-
-def oracle19_dialect() -> Dialect:
-    """An unconnected Oracle dialect configured as a 19c server, for compile-only checks.
-
-    An unconnected ``oracle.dialect()`` assumes 23ai (native BOOLEAN and JSON); dbmemory
-    supports 19c, so statements are compiled against 19c's features.
-    """
-    dialect = oracle.dialect()
-    dialect.server_version_info = (19, 0)
-    dialect.supports_native_boolean = False
-    dialect._supports_oracle_json = False  # type: ignore[attr-defined]
-    return dialect
-
-
-# -- Oracle: one flag type on 19c and 23ai, session comparison rules, idempotent DDL ------------
-
-
-def is_oracle(bind: Connection | Engine | Dialect) -> bool:
-    """Whether ``bind`` talks to Oracle Database."""
-    dialect = bind if isinstance(bind, Dialect) else bind.dialect
-    return dialect.name == "oracle"
-
-
-class _FlagConstant(sa.sql.expression.ColumnElement[bool]):
-    """``TRUE``/``FALSE`` compared with a :class:`Flag` column: ``true``/``false`` (or what the
-    dialect renders for :func:`sqlalchemy.true`) everywhere, ``1``/``0`` on Oracle whatever
-    the server version (the column is ``NUMBER(1)`` there, also on 23ai)."""
-
-    __visit_name__ = "dbm_flag_constant"
-    inherit_cache = True
-    _traverse_internals = [("value", sa.sql.visitors.InternalTraversal.dp_plain_obj)]
-
-    def __init__(self, value: bool) -> None:
-        self.value = bool(value)
-        self.type = sa.Boolean(create_constraint=False)
-
-
-@compiles(_FlagConstant)
-def _compile_flag_constant(element: _FlagConstant, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(sa.true() if element.value else sa.false(), **kw))
-
-
-@compiles(_FlagConstant, "oracle")
-def _compile_flag_constant_oracle(element: _FlagConstant, compiler: Any, **kw: Any) -> str:
-    return "1" if element.value else "0"
-
-
-class Flag(sa.types.TypeDecorator[bool]):
-    """A NOT NULL yes/no column, one type per backend whatever its version.
-
-    ``BOOLEAN`` on PostgreSQL and SQLite, ``BOOL`` (``TINYINT(1)``) on MySQL/MariaDB (the DDL
-    ``sa.Boolean(create_constraint=False)`` renders, unchanged), and ``NUMBER(1)`` on Oracle,
-    19c and 23ai alike (SQLAlchemy's ``Boolean`` is ``SMALLINT`` on 19c but a native
-    ``BOOLEAN`` on 23ai, so one install script could not serve both). Pair it with
-    :func:`flag_check` for the ``CHECK (col IN (0, 1))`` constraint Oracle gets.
-
-    Binds accept ``bool`` (or 0/1) and send ``1``/``0`` to Oracle; results are Python ``bool``.
-    ``col == sa.false()`` / ``sa.true()`` renders ``= 0`` / ``= 1`` on every Oracle version
-    (``= false`` elsewhere, as before). Do not use ``col.is_(False)`` (``IS 0`` on Oracle) or a
-    bare ``where(col)`` (a bare ``NUMBER`` on 23ai): compare with ``==``.
-    """
-
-    impl = sa.Boolean
-    cache_ok = True
-
-    def __init__(self) -> None:
-        super().__init__(create_constraint=False)
-
-    class comparator_factory(sa.types.TypeDecorator.Comparator):  # type: ignore[type-arg]  # noqa: N801
-        def operate(self, op: Any, *other: Any, **kwargs: Any) -> Any:
-            if op in (sa.sql.operators.eq, sa.sql.operators.ne) and other:
-                value = other[0]
-                if isinstance(value, (sa.sql.elements.True_, sa.sql.elements.False_)):
-                    other = (_FlagConstant(isinstance(value, sa.sql.elements.True_)), *other[1:])
-            return super().operate(op, *other, **kwargs)
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "oracle":
-            return oracle.NUMBER(1, asdecimal=False)
-        return dialect.type_descriptor(sa.Boolean(create_constraint=False))
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if dialect.name == "oracle":
-            return 1 if value else 0
-        return bool(value)
-
-    def bind_processor(self, dialect: Dialect) -> Any:
-        if dialect.name == "oracle":  # an int, not NUMBER's float conversion
-            return _oracle_flag_bind
-        return super().bind_processor(dialect)
-
-    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
-        if dialect.name == "oracle":
-            return _flag_result
-        return super().result_processor(dialect, coltype)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> bool | None:
-        if value is None:
-            return None
-        return bool(value)
-
-
-def _oracle_flag_bind(value: Any) -> int | None:
-    return None if value is None else (1 if value else 0)
-
-
-def _flag_result(value: Any) -> bool | None:
-    return None if value is None else bool(value)
-
-
-def flag_check(column_name: str, name: str) -> sa.CheckConstraint:
-    """The ``CHECK (<column_name> IN (0, 1))`` constraint of a :class:`Flag` column, created on
-    Oracle only (the other backends' DDL is unchanged). ``name`` is used as given (at most 30
-    characters)."""
-    return sa.CheckConstraint(
-        f"{column_name} IN (0, 1)", name=sa.sql.elements.conv(name)
-    ).ddl_if(dialect="oracle")
-
-
-ORACLE_SESSION_SQL = "ALTER SESSION SET NLS_COMP = 'BINARY' NLS_SORT = 'BINARY'"
-"""Run on every new Oracle connection of a configured engine. A session with
-``NLS_COMP=LINGUISTIC`` and a ``_CI``/``_AI`` ``NLS_SORT`` (APEX sets these per application)
-compares ``=``, ``LIKE`` and ``ORDER BY`` case- or accent-insensitively: ``user:A:Bob`` would
-find ``user:A:bob``'s store and a directory prefix would match other folders. Binary
-comparison is what the keys, paths and unique constraints assume."""
-
-
-def oracle_session_listener(dbapi_conn: Any, _record: Any = None) -> None:
-    """Pool ``connect`` listener: :data:`ORACLE_SESSION_SQL` on a new DB-API connection.
-
-    Also callable by hand on any python-oracledb connection (``engine.raw_connection()``'s
-    ``driver_connection``) when the host application sets up its own sessions."""
-    cursor = dbapi_conn.cursor()
-    try:
-        cursor.execute(ORACLE_SESSION_SQL)
-    finally:
-        cursor.close()
-
-
-def configure_oracle_session(engine: Engine) -> Engine:
-    """Make every new connection of an Oracle ``engine`` compare and sort binary
-    (:data:`ORACLE_SESSION_SQL`); other engines are returned untouched. Idempotent.
-
-    Applies to connections the pool opens from now on. A caller who brings a Connection of an
-    engine dbmemory did not configure, or who changes ``NLS_COMP``/``NLS_SORT`` later in the
-    session, must run :data:`ORACLE_SESSION_SQL` on it (or call
-    :func:`configure_engine` on the engine before its pool connects)."""
-    if engine.dialect.name != "oracle" or getattr(engine, "_dbmemory_oracle_session", False):
-        return engine
-    sa.event.listen(engine, "connect", oracle_session_listener)
-    engine._dbmemory_oracle_session = True  # type: ignore[attr-defined]
-    return engine
-
-
-def ddl_commits_transaction(dialect: Dialect) -> bool:
-    """Whether DDL on ``dialect`` commits the session's open transaction on its own, so a
-    migration must never run inside a caller's transaction (Oracle: every DDL statement
-    commits before and after it runs)."""
-    return dialect.name == "oracle"
-
-
-_ORACLE_EXISTS = {
-    "table": "SELECT COUNT(*) FROM user_tables WHERE table_name = :name",
-    "view": "SELECT COUNT(*) FROM user_views WHERE view_name = :name",
-    "index": "SELECT COUNT(*) FROM user_indexes WHERE index_name = :name",
-    "column": (
-        "SELECT COUNT(*) FROM user_tab_columns WHERE table_name = :table_name "
-        "AND column_name = :name"
-    ),
-}
-
-
-def oracle_object_exists(
-    bind: Connection | None, kind: str, name: str, *, table: str | None = None
-) -> bool:
-    """Whether an online Oracle migration finds ``name`` already created, so it skips it.
-
-    Oracle commits each DDL statement: a migration that failed half-way (no quota, lost
-    connection) left its first tables behind, and running it again must create only what is
-    missing. Always False elsewhere (PostgreSQL and SQLite roll DDL back; MySQL/MariaDB keep
-    their behaviour) and in offline mode (``bind`` None): the rendered DDL is unchanged.
-
-    Args:
-        bind: the migration's connection (``op.get_bind()``), None offline.
-        kind: ``"table"``, ``"view"``, ``"index"`` or ``"column"`` (of ``table``).
-        name: the unquoted object name as dbmemory writes it (stored upper-case by Oracle).
-        table: the table of a ``"column"``.
-
-    Raises:
-        ValueError: unknown ``kind``, or a ``"column"`` without ``table``.
-    """
-    if kind not in _ORACLE_EXISTS or (kind == "column" and table is None):
-        raise ValueError(f"kind {kind!r} must be one of {sorted(_ORACLE_EXISTS)} (columns need table)")
-    if bind is None or bind.dialect.name != "oracle":
-        return False
-    params = {"name": name.upper()}
-    if table is not None:
-        params["table_name"] = table.upper()
-    return bool(bind.execute(sa.text(_ORACLE_EXISTS[kind]), params).scalar())
-
-
-def drop_table(op: Any, name: str) -> None:
-    """Drop table ``name`` in a migration: ``DROP TABLE <name> PURGE`` on Oracle (no copy left
-    in the recycle bin, where it would keep its tablespace quota and BIN$ index names), the
-    plain ``op.drop_table`` elsewhere (DDL unchanged)."""
-    if op.get_context().dialect.name == "oracle":
-        op.execute(f"DROP TABLE {name} PURGE")
-    else:
-        op.drop_table(name)
-
-
-# -- health checks (dbmemory doctor) ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One fact ``dbmemory doctor`` reads from the database (:mod:`dbmemory.doctor`).
-
-    ``statement`` returns one row (or none); ``judge(row)`` turns it into
-    ``(shown value, problem or None, warning or None)``. Problems make the database unhealthy;
-    warnings are advice.
-    """
-
-    name: str
-    statement: sa.TextClause
-    judge: Callable[[Any], tuple[str, str | None, str | None]]
-
-
-def _value(row: Any, i: int = 0) -> Any:
-    return None if row is None else row[i]
-
-
-def _mb(n: Any) -> str:
-    return f"{int(n) / 1048576:g} MiB"
-
-
-_PATH_COLLATIONS = ("utf8mb4_bin", "utf8mb4_nopad_bin")
-
-
-def health_probes(bind: Connection | Engine, *, memory: bool = False) -> list[Probe]:
-    """The settings dbmemory relies on, per backend, for ``dbmemory doctor``.
-
-    SQLite: WAL (file databases), foreign keys, busy timeout. MySQL/MariaDB: the path column's
-    binary collation, ``max_allowed_packet`` (a file's statement must fit), the lock wait
-    timeout, the event scheduler (the expiry EVENT), and on a Galera node ``binlog_format`` =
-    ROW and ``wsrep_sync_wait``. PostgreSQL: ``lock_timeout`` (set by dbmemory's engine).
-    Oracle: the session's ``NLS_COMP``/``NLS_SORT`` (BINARY) and the database character set
-    (AL32UTF8).
-    """
-    name = _name(bind)
-    t = sa.text
-    if name == "sqlite":
-        probes = [
-            Probe("foreign_keys", t("PRAGMA foreign_keys"), lambda r: (
-                "on" if _value(r) else "off", None if _value(r) else
-                "foreign keys are off: use dbmemory.create_engine (or configure_engine)", None)),
-            Probe("busy_timeout", t("PRAGMA busy_timeout"), lambda r: (
-                f"{_value(r)} ms", None if (_value(r) or 0) > 0 else
-                "no busy timeout: writers fail at once; use dbmemory.create_engine", None)),
-        ]
-        if not memory:
-            probes.insert(0, Probe("journal_mode", t("PRAGMA journal_mode"), lambda r: (
-                str(_value(r)), None if str(_value(r)).lower() == "wal" else
-                "journal_mode is not WAL: readers block the writer; use dbmemory.create_engine "
-                "(PRAGMA journal_mode = WAL)", None)))
-        return probes
-    if name in ("mysql", "mariadb"):
-        return [
-            Probe("path_collation", t(
-                "SELECT collation_name FROM information_schema.columns WHERE table_schema = "
-                "DATABASE() AND table_name = 'dbm_files' AND column_name = 'file_path'"),
-                lambda r: (str(_value(r)), None if _value(r) in (None, *_PATH_COLLATIONS) else
-                    "dbm_files.file_path is not binary (utf8mb4_bin): paths that differ in case "
-                    "or trailing spaces collide; run 'dbmemory db upgrade' on a fresh database",
-                    None)),
-            Probe("max_allowed_packet", t("SELECT @@max_allowed_packet"), lambda r: (
-                _mb(_value(r)), None, None if int(_value(r)) >= 16 * 1048576 else
-                "max_allowed_packet is below 16 MiB: a large file's write fails; raise it "
-                "(SET GLOBAL max_allowed_packet = 67108864)")),
-            Probe("innodb_lock_wait_timeout", t("SELECT @@session.innodb_lock_wait_timeout"),
-                lambda r: (f"{_value(r)} s", None, None if int(_value(r)) <= 60 else
-                    "lock waits last more than a minute: use dbmemory.create_engine "
-                    "(DBMEMORY_LOCK_TIMEOUT_MS)")),
-            Probe("event_scheduler", t("SELECT @@GLOBAL.event_scheduler"), lambda r: (
-                str(_value(r)), None, None if str(_value(r)).upper() == "ON" else
-                "the event scheduler is off: the expiry EVENT never runs (SET GLOBAL "
-                "event_scheduler = ON, or schedule 'dbmemory expire')")),
-            Probe("galera", t(
-                "SELECT variable_value FROM information_schema.global_variables "
-                "WHERE variable_name = 'WSREP_ON'"),
-                lambda r: ("on" if str(_value(r)).upper() == "ON" else "off", None, None)),
-        ]
-    if name == "postgresql":
-        return [
-            Probe("lock_timeout", t("SELECT current_setting('lock_timeout')"), lambda r: (
-                str(_value(r)), None if str(_value(r)) not in ("0", "None") else
-                "lock_timeout is 0 (lock waits never end): use dbmemory.create_engine, or "
-                "transaction_pooling=True behind PgBouncer in transaction mode", None)),
-            Probe("default_transaction_isolation",
-                t("SELECT current_setting('default_transaction_isolation')"),
-                lambda r: (str(_value(r)), None, None)),
-        ]
-    if name == "oracle":
-        return [
-            Probe("nls_comp", t(
-                "SELECT value FROM nls_session_parameters WHERE parameter = 'NLS_COMP'"),
-                lambda r: (str(_value(r)), None if str(_value(r)).upper() == "BINARY" else
-                    "NLS_COMP is not BINARY: = and LIKE may ignore case; use "
-                    "dbmemory.create_engine", None)),
-            Probe("nls_sort", t(
-                "SELECT value FROM nls_session_parameters WHERE parameter = 'NLS_SORT'"),
-                lambda r: (str(_value(r)), None if str(_value(r)).upper() == "BINARY" else
-                    "NLS_SORT is not BINARY: use dbmemory.create_engine", None)),
-            Probe("character_set", t(
-                "SELECT value FROM nls_database_parameters WHERE parameter = 'NLS_CHARACTERSET'"),
-                lambda r: (str(_value(r)), None if str(_value(r)).upper() == "AL32UTF8" else
-                    "the database character set is not AL32UTF8: characters may be replaced "
-                    "silently (see 'dbmemory db upgrade')", None)),
-        ]
-    return []
-
-
-def expiry_job_probe(bind: Connection | Engine) -> tuple[sa.TextClause | None, str]:
-    """The query that finds the in-database expiry job and its last run, and where it looks.
-
-    Returns ``(statement, where)``; the statement returns ``(name, enabled, last_run,
-    last_status)`` rows for the job of ``sql/<dialect>/expiry_job.sql``: pg_cron's ``cron.job``
-    and ``cron.job_run_details`` in this database (``None`` statement when pg_cron is not
-    installed here: :func:`pg_cron_installed`), MySQL/MariaDB ``information_schema.EVENTS``,
-    Oracle ``user_scheduler_jobs``. SQLite has no scheduler: ``(None, ...)``.
-    """
-    name = _name(bind)
-    t = sa.text
-    if name == "postgresql":
-        return t(
-            "SELECT j.jobname, j.active, d.start_time, d.status FROM cron.job j "
-            "LEFT JOIN LATERAL (SELECT start_time, status FROM cron.job_run_details x "
-            "WHERE x.jobid = j.jobid ORDER BY x.start_time DESC NULLS LAST LIMIT 1) d ON true "
-            "WHERE j.command LIKE 'CALL dbm\\_expire\\_files(%' "
-            "AND j.database = current_database() ORDER BY d.start_time DESC NULLS LAST"
-        ), "pg_cron (cron.job)"
-    if name in ("mysql", "mariadb"):
-        return t(
-            "SELECT event_name, status = 'ENABLED', last_executed, NULL FROM "
-            "information_schema.EVENTS WHERE event_schema = DATABASE() "
-            "AND event_name = 'dbm_expire_files_job'"
-        ), "information_schema.EVENTS"
-    if name == "oracle":
-        return t(
-            "SELECT job_name, enabled, last_start_date, state FROM user_scheduler_jobs "
-            "WHERE job_name = 'DBM_EXPIRE_FILES_JOB'"
-        ), "user_scheduler_jobs"
-    return None, "SQLite has no scheduler"
-
-
-def pg_cron_installed(conn: Connection) -> bool:
-    """PostgreSQL: whether pg_cron's ``cron.job`` table exists in this database."""
-    if _name(conn) != "postgresql":
-        return True
-    return conn.execute(sa.text("SELECT to_regclass('cron.job') IS NOT NULL")).scalar() is True
-
-
-def server_version(conn: Connection) -> str:
-    """The server's version text (``SELECT version()``; SQLite ``sqlite_version()``; Oracle
-    ``v$version`` may be hidden, so the dialect's version tuple)."""
-    name = _name(conn)
-    if name == "sqlite":
-        return "SQLite " + str(conn.execute(sa.text("SELECT sqlite_version()")).scalar())
-    if name == "oracle":
-        info = conn.dialect.server_version_info or ()
-        return "Oracle " + ".".join(str(p) for p in info)
-    text = str(conn.execute(sa.text("SELECT version()")).scalar())
-    if name == "postgresql":
-        return text.split(" on ")[0].split(",")[0]
-    return ("MariaDB " if "mariadb" in text.lower() else "MySQL ") + text
 # -- the indexed prefix check (revision 0004) ---------------------------------------------------
 
 PATH_KEY_CHARS = 600
