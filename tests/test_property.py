@@ -792,11 +792,31 @@ class TimedModel(Model):
         return gone
 
 
+def _latest_recorded(engine: Engine) -> dt.datetime:
+    """One second after the latest write or read time the database holds (or the epoch)."""
+    from dbmemory.db.schema import file_reads
+
+    with engine.connect() as c:
+        times = [
+            c.execute(sa.select(sa.func.max(files.c.last_accessed_at))).scalar(),
+            c.execute(sa.select(sa.func.max(file_reads.c.read_at))).scalar(),
+        ]
+    known = [t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc) for t in times if t is not None]
+    latest = max(known, default=dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))
+    return latest.replace(microsecond=0) + dt.timedelta(seconds=1)
+
+
 class ExpiryMachine(MemoryMachine):
     """:class:`MemoryMachine` with a controlled clock, touches and expiry runs."""
 
     def __init__(self) -> None:
-        self.now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        # The clock never goes back past a time the database already holds: an earlier example
+        # moved its own clock weeks ahead, and on SQLite a new file can reuse the rowid of a
+        # deleted one whose read row (dbm_file_reads keeps no foreign key) then looks like a
+        # read of the new file in the future. A real clock only moves forward; so does this one.
+        self.now = max(
+            dt.datetime.now(dt.timezone.utc).replace(microsecond=0), _latest_recorded(self.engine)
+        )
         super().__init__()
         events = self.model.events  # the store_caps event of MemoryMachine.__init__
         self.model = TimedModel(CAPS, lambda: self.now)
