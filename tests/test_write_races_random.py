@@ -1,4 +1,4 @@
-"""hattack2: random racing tool writers on one store (edits, one-file renames, deletes of
+"""Random racing tool writers on one store (edits, one-file renames, deletes of
 files and directories, creates at the file cap) on two and three connections, at every
 isolation level: the counters equal the aggregates of the files and the audit log replays to
 them (no event skipped or doubled), and no thread sees an exception or a hang."""
@@ -71,7 +71,7 @@ def test_random_racing_writers_keep_counters_and_audit_exact(server_engine: Engi
                 conn = conn.execution_options(isolation_level=level)
                 tool = MemoryTool(conn, "HA")
                 conn.commit()
-                for _ in range(int(os.environ.get("HA2_N", "60"))):
+                for _ in range(int(os.environ.get("DBMEMORY_TEST_RACE_COMMANDS", "60"))):
                     cmd = _command(rng)
                     if level == "AUTOCOMMIT":
                         out = tool.execute(cmd)
@@ -95,7 +95,7 @@ def test_random_racing_writers_keep_counters_and_audit_exact(server_engine: Engi
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(traceback.format_exc()[-3000:] + " after " + last[0])
 
-    threads = [threading.Thread(target=worker, args=(s + int(os.environ.get("HA2_SEED", "0")),)) for s in (1, 2, 3)]
+    threads = [threading.Thread(target=worker, args=(s + int(os.environ.get("DBMEMORY_TEST_RACE_SEED", "0")),)) for s in (1, 2, 3)]
     for t in threads:
         t.start()
     for t in threads:
