@@ -7,6 +7,7 @@ write (found by the hattack review: a note survived the rollback of its order)."
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,10 @@ from sqlalchemy.engine import Engine
 
 import dbmemory
 from dbmemory import MemoryTool
+from dbmemory import create_engine as dbmemory_engine
+from dbmemory.db.dialect import utcnow
+from dbmemory.db.migrate import upgrade
+from dbmemory.db.schema import files
 
 
 class Boom(Exception):
@@ -62,3 +67,23 @@ def test_the_callers_commit_keeps_the_writes_and_a_failed_write_leaves_it_usable
         assert create(conn, "/memories/b.md").startswith("File created")
         assert create(conn, "/memories/c.md").startswith("Error")  # max_files=2
     assert paths(plain) == ["/memories/a.md", "/memories/b.md"]
+
+
+def test_a_read_only_sqlite_file_gets_a_read_only_answer_not_unreachable(tmp_path: Path) -> None:
+    """A view records its read (expiry), so on a read-only database file it cannot be
+    completed: the answer says the store is read-only (what to fix), not "could not be
+    reached"."""
+    path = tmp_path / "ro.db"
+    writable = dbmemory_engine(f"sqlite:///{path}")
+    upgrade(writable)
+    with writable.begin() as conn:
+        tool = MemoryTool.for_store(conn, "RO")
+        assert tool.execute({"command": "create", "path": "/memories/a.md", "file_text": "a"}).startswith("File created")
+    with writable.begin() as conn:  # no read recorded, last touched long ago: a view must touch
+        conn.execute(sa.update(files).values(last_accessed_at=utcnow() - dt.timedelta(days=3)))
+    writable.dispose()
+    plain = sa.create_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
+    with plain.connect() as conn:
+        answer = MemoryTool.for_store(conn, "RO").execute({"command": "view", "path": "/memories/a.md"})
+    assert answer.startswith("Error: ") and "read-only" in answer, answer
+    assert "could not be reached" not in answer

@@ -333,6 +333,8 @@ class MemoryTool:
                 return messages.retry_transaction(path)
             return messages.conflict(path)
         if isinstance(exc, StorageError):
+            if exc.code == "read_only":
+                return messages.storage_read_only()
             return messages.storage_unavailable()
         if isinstance(exc, InvalidPathError):
             if exc.code == "root_refused":

@@ -55,6 +55,7 @@ __all__ = [
     "cap_exceeded",
     "conflict",
     "retry_transaction",
+    "storage_read_only",
     "storage_unavailable",
     "internal_error",
     # failures of the pure helpers
@@ -373,6 +374,17 @@ def retry_transaction(path: str) -> str:
 def storage_unavailable() -> str:
     """The database failed; never shows the driver's text."""
     return "The memory store could not be reached; nothing was changed. Retry the command later."
+
+
+def storage_read_only() -> str:
+    """The database refused a write because it is read-only (a SQLite file without write
+    permission, a read-only mount, ``mode=ro``); a view needs to write too (it records the read
+    for expiry)."""
+    return (
+        "The memory store is read-only, so this command could not be completed (a view also "
+        "records the read, for expiry); nothing was changed. Ask the operator to make the "
+        "database writable."
+    )
 
 
 def internal_error() -> str:
