@@ -132,6 +132,14 @@ def test_with_json_an_error_is_json_on_stdout_with_a_stable_code(tmp_path: Path)
     assert json.loads(usage.stdout)["error"]["code"] == "usage_error"
 
 
+def test_a_command_option_given_before_the_command_says_where_it_goes() -> None:
+    result = invoke("--url", "sqlite:///x.db", "files", "ls")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "No such option: --url" in line and "put --url after it" in line, line
+    assert "only --debug and --version go before the command" in line
+
+
 def test_without_json_an_error_stays_one_line_on_stderr(tmp_path: Path) -> None:
     missing = f"sqlite:///{(tmp_path / 'none.db').as_posix()}"
     result = invoke("files", "ls", "--store", "global", "--url", missing)

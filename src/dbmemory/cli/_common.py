@@ -247,6 +247,13 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
             return int(getattr(exc, "exit_code", EXIT_USAGE)), "usage_error", None
         ctx = getattr(exc, "ctx", None)
         hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+        if type(exc).__name__ == "NoSuchOption" and ctx is not None and ctx.parent is None:
+            # `dbmemory --url U files ls`: only --debug and --version come before the command
+            hint = (
+                f": only --debug and --version go before the command; put "
+                f"{getattr(exc, 'option_name', 'the option')} after it (for example "
+                f"'{ctx.command_path} files ls {getattr(exc, 'option_name', '--url')} ...')"
+            )
         return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{exc.format_message().rstrip('.')}{hint}"
     if isinstance(exc, typer.Abort):
         return EXIT_FAILURE, "aborted", "aborted"
