@@ -280,3 +280,88 @@ def test_at_repeatable_read_a_forget_committing_during_the_writes_leaves_nothing
     assert _profile(servers) is None
     assert (consolidated.outcome, consolidated.attempts) in (("disabled", 1), ("disabled", 2))
     assert _switch_rows(servers) == 0 and _settings_rows(servers) == 0
+
+
+class _RetriedForget(_WaitingForget):
+    """:class:`_WaitingForget` at REPEATABLE READ, retried as a caller retries a conflict
+    (a new transaction each time)."""
+
+    def __init__(self, engine: Engine) -> None:
+        from dbmemory.errors import ConflictError
+
+        self.errors = []
+        self.conflicts = 0
+        rr = engine.execution_options(isolation_level="REPEATABLE READ")
+
+        def work() -> None:
+            try:
+                for _ in range(3):
+                    try:
+                        with rr.begin() as conn:
+                            _forget(conn)
+                        return
+                    except ConflictError:
+                        self.conflicts += 1
+                raise AssertionError("the forget never got through")
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                self.errors.append(exc)
+
+        self.thread = threading.Thread(target=work)
+
+
+@pytest.mark.parametrize("had_switch", [True, False], ids=["switch-row", "no-switch-row"])
+def test_a_repeatable_read_forget_that_waited_for_an_item_write_deletes_what_it_wrote(
+    servers: Engine, monkeypatch: pytest.MonkeyPatch, had_switch: bool
+) -> None:
+    """A forget in a REPEATABLE READ (snapshot) transaction that waited for an item write's lock
+    must not keep that write's items: its snapshot predates the write's commit, so on
+    PostgreSQL it could not see them and deleted nothing of them. The write now changes the
+    row it locks (the forget's lock then fails with a serialization error and the caller retries,
+    seeing everything), and a switch row the snapshot cannot see is reported, not skipped."""
+    if had_switch:
+        from dbmemory.items import set_memory_switch
+
+        with servers.begin() as conn:
+            set_memory_switch(conn, USER, True)
+    waiting = _RetriedForget(servers)
+    answered: list[bool] = []
+    real_lock = data_module.lock_user
+
+    def lock_then_forget(conn: Connection, *args: Any, **kwargs: Any) -> bool:
+        value = real_lock(conn, *args, **kwargs)
+        if answered and waiting.thread.ident is None:
+            waiting.start()  # the write holds the switch row: the forget waits for it
+        return value
+
+    monkeypatch.setattr(data_module, "lock_user", lock_then_forget)
+
+    def extract(_prompt: str) -> str:
+        answered.append(True)
+        return facts(("User lives in Lisbon", 0.95))
+
+    result = run(servers, ItemModel(extract=extract))
+    waiting.finish()
+    assert result.outcome == "written"
+    assert texts(servers) == []  # deleted by the forget (after a retry where it conflicted)
+    assert _switch_rows(servers) == 0
+
+
+def test_a_repeatable_read_forget_that_waited_for_a_profile_write_deletes_what_it_wrote(
+    servers: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile's side of the rule above: a snapshot forget that waited for the
+    consolidation's write (the settings row it locks) deletes the profile it wrote."""
+    waiting = _RetriedForget(servers)
+    real_write = consolidate_module.write_profile
+
+    def forget_then_write(conn: Connection, *args: Any, **kwargs: Any) -> Any:
+        if waiting.thread.ident is None:
+            waiting.start()  # the write holds the settings row: the forget waits for it
+        return real_write(conn, *args, **kwargs)
+
+    monkeypatch.setattr(consolidate_module, "write_profile", forget_then_write)
+    result = _consolidate(servers, lambda: None, None)
+    waiting.finish()
+    assert result.outcome == "updated"
+    assert _profile(servers) is None
+    assert _settings_rows(servers) == 0

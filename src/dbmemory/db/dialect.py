@@ -669,3 +669,14 @@ def raw_reads(bind: Connection | Engine | Dialect) -> bool:
     (:mod:`dbmemory.db.raw`): SQLite only, where SQLAlchemy's per-statement cost is several
     times the statement's own; the servers' round trip dwarfs it."""
     return _name(bind) == "sqlite"
+
+
+def locks_by_update(bind: Connection | Engine | Dialect) -> bool:
+    """Whether a row a writer locks so that others serialise on it is locked by a no-op
+    ``UPDATE ... RETURNING`` instead of ``SELECT ... FOR UPDATE``: PostgreSQL. A transaction
+    there with an older snapshot (REPEATABLE READ, SERIALIZABLE) that waited for the writer's
+    lock then fails with a serialization error instead of going on with a snapshot that cannot
+    see the writer's rows (and, say, deleting everything of a user but them). MariaDB's locking
+    reads see the latest rows at every level; SQLite has one writer; Oracle keeps its
+    ``FOR UPDATE`` (not run here)."""
+    return _name(bind) == "postgresql"

@@ -39,7 +39,7 @@ from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import stores as _stores
 from dbmemory.db.schema import user_settings as _us
-from dbmemory.errors import InvalidScopeError
+from dbmemory.errors import ConflictError, InvalidScopeError
 from dbmemory.items import audit
 from dbmemory.items.model import DEFAULT_ORG, check_org, user_key_of
 from dbmemory.items.settings import get_memory_switch
@@ -181,7 +181,13 @@ def export_user(
 
 
 def _lock_row(conn: Connection, table: sa.Table, key: Any, values: dict[str, Any]) -> int:
-    """Lock one row (``FOR UPDATE``), inserting it when missing; 1 when this inserted it."""
+    """Lock one row (``FOR UPDATE``), inserting it when missing; 1 when this inserted it.
+
+    Raises:
+        ConflictError: the row was created by a writer this transaction's snapshot cannot
+            see (PostgreSQL REPEATABLE READ / SERIALIZABLE): its rows would be invisible to
+            the forget too, so roll back and retry.
+    """
     lock = sa.select(*table.primary_key.columns).where(key).with_for_update()
     if conn.execute(lock).first() is not None:
         return 0
@@ -189,7 +195,12 @@ def _lock_row(conn: Connection, table: sa.Table, key: Any, values: dict[str, Any
         with conn.begin_nested():
             conn.execute(sa.insert(table).values(**values))
     except sa.exc.IntegrityError:
-        conn.execute(lock).first()  # created concurrently: lock that one
+        if conn.execute(lock).first() is None:  # created concurrently, after our snapshot
+            raise ConflictError(
+                "a write for this user committed while the forget waited, after this "
+                "transaction's snapshot: roll back and retry the forget",
+                code="serialization_failure",
+            ) from None
         return 0
     return 1
 

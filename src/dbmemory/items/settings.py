@@ -293,11 +293,17 @@ def get_memory_switch(conn: Connection, user_id: str, *, org_id: str = DEFAULT_O
 
 
 def lock_user(conn: Connection, org: str, user_key: str, now: dt.datetime) -> bool:
-    """Lock the user's switch row (``FOR UPDATE``), creating it (on) when missing: writers of
-    one user's items that check a count (the auto-item limit) serialise on it. Call inside a
-    write unit. Returns the switch's value."""
+    """Lock the user's switch row (``FOR UPDATE``; on PostgreSQL a no-op ``UPDATE``, see
+    :func:`dbmemory.db.dialect.locks_by_update`), creating it (on) when missing: writers of one
+    user's items that check a count (the auto-item limit) and :func:`~dbmemory.items.forget_user`
+    serialise on it. Call inside a write unit. Returns the switch's value."""
     key = sa.and_(_sw.c.org_id == org, _sw.c.user_key == user_key)
-    stmt = sa.select(_sw.c.memory_on).where(key).with_for_update()
+    if dialect.locks_by_update(conn):  # a snapshot that waited for us must not miss our rows
+        stmt = (
+            sa.update(_sw).where(key).values(updated_at=_sw.c.updated_at).returning(_sw.c.memory_on)
+        )
+    else:
+        stmt = sa.select(_sw.c.memory_on).where(key).with_for_update()
     row = conn.execute(stmt).first()
     if row is None:
         try:

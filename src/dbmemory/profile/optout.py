@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from dbmemory.db import schema
-from dbmemory.db.dialect import translate_db_error, utcnow
+from dbmemory.db.dialect import locks_by_update, translate_db_error, utcnow
 from dbmemory.errors import ConflictError
 from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, delete_profile, encode_user_id
 
@@ -157,11 +157,19 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
 
     _v.arguments(conn=conn)
     user_key = encode_user_id(user_id)
-    lock = (
-        sa.select(user_settings.c.memory_enabled)
-        .where(user_settings.c.user_key == user_key)
-        .with_for_update()
-    )
+    if locks_by_update(conn):  # a snapshot that waited for this lock must not miss our rows
+        lock: Any = (
+            sa.update(user_settings)
+            .where(user_settings.c.user_key == user_key)
+            .values(updated_at=user_settings.c.updated_at)
+            .returning(user_settings.c.memory_enabled)
+        )
+    else:
+        lock = (
+            sa.select(user_settings.c.memory_enabled)
+            .where(user_settings.c.user_key == user_key)
+            .with_for_update()
+        )
 
     def locked() -> Any:
         row = conn.execute(lock).first()
