@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbmemory.errors import InvalidArgumentError, InvalidScopeError
+from dbmemory.escapes import escape, unescape
 from dbmemory.keys import MAX_COMPONENT_CHARS
 from dbmemory.paths import MAX_PATH_CHARS, ROOT
 
@@ -66,7 +66,6 @@ ITEM_SUFFIX = ".json"
 
 _LABEL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _KEY_SAFE = _LABEL_SAFE | {"."}
-_ESCAPE = re.compile(r"_([0-9A-F]{2})")
 _MAX_KEY_CHARS = MAX_PATH_CHARS - len(ROOT) - 1 - len(ITEM_SUFFIX)
 
 
@@ -79,34 +78,12 @@ class NamespaceError(InvalidScopeError):
 
 
 def _encode(text: str, safe: frozenset[str]) -> str:
-    return "".join(
-        c if c in safe else "".join(f"_{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
-        for c in text
-    )
+    return escape(text, safe)
 
 
 def _decode(encoded: str, safe: frozenset[str]) -> str | None:
     """The text :func:`_encode` made ``encoded`` from, or ``None`` if it did not."""
-    out = bytearray()
-    position = 0
-    while position < len(encoded):
-        char = encoded[position]
-        if char == "_":
-            match = _ESCAPE.match(encoded, position)
-            if match is None:
-                return None
-            out.append(int(match.group(1), 16))
-            position = match.end()
-        elif char in safe:
-            out.append(ord(char))
-            position += 1
-        else:
-            return None
-    try:
-        text = out.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return None
-    return text if _encode(text, safe) == encoded else None
+    return unescape(encoded, safe)[0]
 
 
 def check_labels(labels: object, what: str, error: type[NamespaceError] = NamespaceError) -> tuple[str, ...]:

@@ -30,7 +30,6 @@ the user id and derives the key itself, so no call for user A can reach user B's
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ import sqlalchemy as sa
 from dbmemory.db import schema
 from dbmemory.db.dialect import translate_db_error
 from dbmemory.errors import InvalidScopeError
+from dbmemory.escapes import escape, unescape
 from dbmemory.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, reserved_store_key
 from dbmemory.model import FileRecord
 from dbmemory.paths import path_hash
@@ -76,7 +76,6 @@ DEFAULT_ROOT_FOLDER = "user-memory"
 """Default namespace (``UserMemoryConfig.root_folder``)."""
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
-_ESCAPE = re.compile(r"_([0-9A-F]{2})")
 
 
 def encode_user_id(user_id: object) -> str:
@@ -98,10 +97,7 @@ def encode_user_id(user_id: object) -> str:
         )
     if user_id == "":
         raise InvalidScopeError("user id is empty: pass the signed-in user's id")
-    encoded = "".join(
-        char if char in _SAFE else "".join(f"_{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-        for char in user_id
-    )
+    encoded = escape(user_id, _SAFE)
     if len(encoded) > MAX_COMPONENT_CHARS:
         raise InvalidScopeError(
             f"user id is {len(encoded)} characters long once encoded for a store key "
@@ -117,27 +113,10 @@ def decode_user_id(encoded: str) -> str:
     Raises:
         InvalidScopeError: ``encoded`` is not the output of :func:`encode_user_id`.
     """
-    out = bytearray()
-    position = 0
-    while position < len(encoded):
-        char = encoded[position]
-        if char == "_":
-            match = _ESCAPE.match(encoded, position)
-            if match is None:
-                raise InvalidScopeError(f"{encoded!r} is not an encoded user id: bad escape")
-            out.append(int(match.group(1), 16))
-            position = match.end()
-        elif char in _SAFE:
-            out.extend(char.encode("ascii"))
-            position += 1
-        else:
-            raise InvalidScopeError(f"{encoded!r} is not an encoded user id: {char!r}")
-    try:
-        decoded = out.decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError as exc:
-        raise InvalidScopeError(f"{encoded!r} is not an encoded user id: not UTF-8") from exc
-    if encode_user_id(decoded) != encoded:
-        raise InvalidScopeError(f"{encoded!r} is not an encoded user id: not canonical")
+    decoded, why = unescape(encoded, _SAFE)
+    if decoded is None:
+        raise InvalidScopeError(f"{encoded!r} is not an encoded user id: {why}")
+    encode_user_id(decoded)  # the rules of an id (not empty, at most 200 characters encoded)
     return decoded
 
 
