@@ -19,10 +19,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import ColumnElement, Executable
 
-from dbmemory.db.schema import EXPIRY_LOCK, agents, audit_events, file_reads, files, job_locks, stores
+from dbmemory.db.schema import EXPIRY_LOCK, agents, file_reads, files, job_locks, stores
 from dbmemory.statements import (
+    audit_of_removed_files,
     _TS,
-    AUDIT_BUMP_COLUMNS,
     INSERT_FILE_READ,
     SELECT_FILE_ALIVE,
     SELECT_FILE_READ,
@@ -270,22 +270,8 @@ DELETE_EXPIRED = sa.delete(files).where(files.c.file_id.in_(_IDS), expiry_rule()
 the rule at ``:p_cutoff``: the delete carries the rule, so a file written or read since the
 candidates were chosen stays."""
 
-INSERT_EXPIRED_AUDIT = sa.insert(audit_events).from_select(
-    list(AUDIT_BUMP_COLUMNS),
-    sa.select(
-        files.c.store_id,
-        stores.c.store_key,
-        files.c.file_path,
-        _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
-        _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
-        files.c.char_count,
-        sa.null().label("chars_after"),
-        sa.null().label("detail_text"),
-        _bp("p_now", type_=_TS).label("created_at"),
-    )
-    .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
-    .where(files.c.file_id.in_(_IDS), expiry_rule())
-    .order_by(files.c.file_id),
+INSERT_EXPIRED_AUDIT = audit_of_removed_files(
+    files.c.file_id.in_(_IDS), expiry_rule(), by_id=True
 ).execution_options(preserve_rowcount=True)  # an INSERT's rowcount is not kept otherwise
 """The ``expire`` audit events of the candidates ``:p_ids`` that still match the rule at
 ``:p_cutoff`` (action ``:p_action``, actor ``:p_actor``, ``created_at = :p_now``), built in

@@ -30,6 +30,7 @@ from dbmemory.statements import (
 )
 
 __all__ = [
+    "audit_of_removed_files",
     "SELECT_WRITE_FACTS",
     "SELECT_WRITE_FACTS_TOP",
     "write_facts",
@@ -496,21 +497,34 @@ columns as ``p_a_<column>`` (:data:`AUDIT_BUMP_COLUMNS`), plus ``p_sid``, ``p_df
 and ``p_now``. One row per execute (the ``WITH`` runs once per parameter set)."""
 
 
-INSERT_AUDIT_OF_FILE = sa.insert(audit_events).from_select(
-    list(AUDIT_BUMP_COLUMNS),
-    sa.select(
-        files.c.store_id,
-        stores.c.store_key,
-        files.c.file_path,
-        _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
-        _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
-        files.c.char_count,
-        sa.null().label("chars_after"),
-        sa.null().label("detail_text"),
-        _bp("p_now", type_=_TS).label("created_at"),
+def audit_of_removed_files(*where: ColumnElement[bool], by_id: bool = False) -> sa.Insert:
+    """``INSERT ... SELECT`` of one audit event per file row matching ``where`` that is about
+    to be removed: its store id and key, path and size before, no size after, action
+    ``:p_action``, actor ``:p_actor``, ``created_at = :p_now``, built in the database from the
+    file and store rows (``by_id``: in file-id order). Run just before the delete, under the
+    locks that keep the rows as they are."""
+    select = (
+        sa.select(
+            files.c.store_id,
+            stores.c.store_key,
+            files.c.file_path,
+            _bp("p_action", type_=audit_events.c.action_name.type).label("action_name"),
+            _bp("p_actor", type_=audit_events.c.actor_name.type).label("actor_name"),
+            files.c.char_count,
+            sa.null().label("chars_after"),
+            sa.null().label("detail_text"),
+            _bp("p_now", type_=_TS).label("created_at"),
+        )
+        .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
+        .where(*where)
     )
-    .select_from(files.join(stores, stores.c.store_id == files.c.store_id))
-    .where(files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")),
+    if by_id:
+        select = select.order_by(files.c.file_id)
+    return sa.insert(audit_events).from_select(list(AUDIT_BUMP_COLUMNS), select)
+
+
+INSERT_AUDIT_OF_FILE = audit_of_removed_files(
+    files.c.store_id == _bp("p_sid"), files.c.path_hash == _bp("p_ph")
 )
 """The audit event of deleting file ``:p_ph`` of store ``:p_sid`` (action ``:p_action``,
 actor ``:p_actor``, ``created_at = :p_now``), its path and ``chars_before`` read from the file
