@@ -110,18 +110,7 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
         victims = _files_under(conn, store_id, path)
         if not victims:
             raise NotFoundError(f"the path {path} does not exist")
-        _delete_ids(conn, [v.file_id for v in victims])
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, v.file_path, "delete", actor, v.char_count, None)
-                for v in victims
-            ],
-            -len(victims),
-            -sum(v.char_count for v in victims),
-        )
-        return len(victims)
+        return _delete_victims(conn, store_id, store_key, victims, "delete", actor)
 
 
 def _files_under(conn: Connection, store_id: int, directory: str) -> list[Any]:
@@ -138,6 +127,22 @@ def _files_under(conn: Connection, store_id: int, directory: str) -> list[Any]:
     else:
         stmt, params = st.SELECT_LISTING_DIR, {"p_sid": store_id, **st.prefix_params(directory)}
     return list(conn.execute(dialect.current_read(stmt, conn), params).all())
+
+
+def _delete_victims(
+    conn: Connection, store_id: int, store_key: str, victims: list[Any], action: str, actor: str
+) -> int:
+    """Delete ``victims`` (rows of :func:`_files_under`, the store row locked) with one audit
+    event each (``action``) and the store's counters moved; returns how many."""
+    _delete_ids(conn, [v.file_id for v in victims])
+    _audit_write(
+        conn,
+        store_id,
+        [_event(store_id, store_key, v.file_path, action, actor, v.char_count, None) for v in victims],
+        -len(victims),
+        -sum(v.char_count for v in victims),
+    )
+    return len(victims)
 
 
 def _delete_ids(conn: Connection, ids: list[int]) -> None:
@@ -293,15 +298,4 @@ def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") 
         victims = _files_under(conn, store_id, ROOT)
         if not victims:
             return 0
-        _delete_ids(conn, [v.file_id for v in victims])
-        _audit_write(
-            conn,
-            store_id,
-            [
-                _event(store_id, store_key, v.file_path, "clear", actor, v.char_count, None)
-                for v in victims
-            ],
-            -len(victims),
-            -sum(v.char_count for v in victims),
-        )
-        return len(victims)
+        return _delete_victims(conn, store_id, store_key, victims, "clear", actor)
