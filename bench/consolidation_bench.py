@@ -231,9 +231,8 @@ class Phases:
         self._undo.append(lambda: setattr(module, name, original))
 
     def install(self, post: Any) -> None:
-        from dbmemory.profile import budget, consolidate, detectors, format, tokens
-
         import dbmemory.profile.consolidate as c_mod
+        from dbmemory.profile import budget, consolidate, detectors, format, tokens
 
         modules = [consolidate, c_mod]
         for extra in ("dbmemory.profile.pipeline", "dbmemory.profile.write_gate"):
@@ -293,9 +292,8 @@ class Phases:
 
 
 def seed(engine: sa.engine.Engine, users: list[str]) -> str:
-    from profile_bench import make_profile
-
     from dbmemory.profile import count_tokens, write_profile
+    from profile_bench import make_profile
 
     template = make_profile("TEMPLATE", 1800, lambda t: count_tokens(t, MODEL), random.Random(12))
     with engine.begin() as c:
@@ -306,6 +304,7 @@ def seed(engine: sa.engine.Engine, users: list[str]) -> str:
 
 def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
             rounds: int) -> dict[str, Any]:
+    from dbmemory.core.paths import path_hash
     from dbmemory.profile import (
         ProfileMetrics,
         UserMemoryConfig,
@@ -314,7 +313,6 @@ def measure(backend: str, engine: sa.engine.Engine, url: str, users: list[str],
         load_user_memory,
         profile_store_key,
     )
-    from dbmemory.paths import path_hash
 
     config = UserMemoryConfig()
     model = CannedModel()

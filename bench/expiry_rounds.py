@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from dbmemory import create_engine, upgrade
-    from dbmemory.expiry import expire_files_committing
     from dbmemory.metrics import default_memory_metrics
+    from dbmemory.store.expiry import expire_files_committing
 
     default_memory_metrics()  # its first use imports modules: keep that out of the timing
     bench_run.create_scratch(args.backend, args)

@@ -7,7 +7,6 @@ count right after the other), so machine load hits both sides alike.
 
 from __future__ import annotations
 
-import random
 import select
 import socket
 import statistics
@@ -15,7 +14,6 @@ import threading
 import time
 from typing import Any, Callable
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 from floor import Floor
@@ -26,7 +24,7 @@ def _p50(ns: list[int]) -> float:
 
 
 def _tool_call(conn: Any, tool: Any, args: dict[str, Any]) -> str:
-    from dbmemory.txn import mark_single_unit
+    from dbmemory.store.units import mark_single_unit
 
     with conn.begin() as trans:
         mark_single_unit(conn, trans)
@@ -37,8 +35,8 @@ def _tool_call(conn: Any, tool: Any, args: dict[str, Any]) -> str:
 
 
 def _prefill(engine: Engine, store_key: str, n: int) -> None:
-    from dbmemory import files as files_api
-    from dbmemory.model import StoreRef
+    from dbmemory.core.model import StoreRef
+    from dbmemory.store import files as files_api
 
     ref = StoreRef(store_key=store_key, scope="shared", store_code=store_key.split(":", 1)[1])
     with engine.begin() as c:

@@ -77,10 +77,9 @@ def _engine(backend: str, tmp: Path) -> sa.engine.Engine:
 
 
 def seed(engine: sa.engine.Engine, users: list[str], rng: random.Random) -> None:
-    from profile_bench import make_profile
-
     from dbmemory.items import add_item, set_org_memory
     from dbmemory.profile import count_tokens, write_profile
+    from profile_bench import make_profile
 
     template = make_profile("TEMPLATE", 1800, lambda t: count_tokens(t, MODEL), rng)
     org_text = "\n".join(

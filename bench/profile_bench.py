@@ -50,7 +50,6 @@ def make_profile(user_id: str, target_tokens: int, count: Callable[[str], int], 
 
 def run_profile_load(engine: Engine, load_user_memory: Any, samples: int) -> dict[str, Any]:
     from dbmemory.profile import UserMemoryConfig, count_tokens, profile_store_key, write_profile
-
     from floor import Floor
 
     rng = random.Random(11)

@@ -220,8 +220,6 @@ def measure_profile(engine: Any, samples: int) -> dict[str, Any]:
 def run_backend(kind: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from dbmemory.db.engine import create_engine
     from dbmemory.db.migrate import upgrade
-    from dbmemory.touch import flush_touches
-
     from floor import Floor
     from scale import run_scaling
     from workload import run_workload
@@ -257,7 +255,6 @@ def run_backend(kind: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any
                 ops[op] = entry
             result["ops"] = ops
             result["expiry"] = w["expiry"]
-            flush_touches()
             import extras
 
             if args.sizes:
@@ -283,7 +280,6 @@ def run_backend(kind: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any
         finally:
             floor.close()
     finally:
-        flush_touches()
         engine.dispose()
         drop_scratch(kind, args)
     return result

@@ -173,7 +173,7 @@ def expire_at_scale(engine: Engine, floor: Floor, loaded: int, rows: int,
                     progress: Callable[[str], None]) -> dict[str, Any]:
     """Back-date ``rows`` files (whole stores), expire them with dbmemory; then another
     ``rows`` for the floor. The table holds ``loaded * 5`` files when it starts."""
-    from dbmemory.files import expire_files_committing
+    from dbmemory.store.expiry import expire_files_committing
 
     per = len(SCALE_FILES)
     n_stores = max(1, rows // per)

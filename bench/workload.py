@@ -127,7 +127,7 @@ def run_workload(
 ) -> dict[str, Any]:
     """Run the workload; return latencies, round trips and expiry figures for both sides."""
     from dbmemory import MemoryTool, enable_for_agent
-    from dbmemory.txn import mark_single_unit
+    from dbmemory.store.units import mark_single_unit
 
     rec = Recorder()
     rng = random.Random(seed)
@@ -215,7 +215,7 @@ def backdate(engine: Engine, store_keys_like: str, fraction_mod: int = 10, below
 
 def run_expiry(engine: Engine, floor: Floor) -> dict[str, Any]:
     """Back-date ~30% of each side's files, then expire them: dbmemory, then the floor."""
-    from dbmemory.files import expire_files_committing
+    from dbmemory.store.expiry import expire_files_committing
 
     out: dict[str, Any] = {}
     n = backdate(engine, "user:BENCH:%")

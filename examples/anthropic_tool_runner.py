@@ -4,7 +4,7 @@
 from a database store. With ANTHROPIC_API_KEY set this runs Claude through the SDK's tool
 runner; without it, it calls the tool directly as the runner would, so it runs anywhere.
 
-Run:  pip install "dbmemory[anthropic]"; python examples/anthropic_tool_runner.py
+Run:  pip install -e ".[anthropic]"; python examples/anthropic_tool_runner.py
 """
 
 import os

@@ -8,7 +8,7 @@ question) and replies from what it finds. Each user's preferences are one dbmemo
 Run:  python examples/langgraph_store.py
 Uses DBMEMORY_URL when set (e.g. postgresql://user@host/db; run `dbmemory db upgrade` first, or
 let store.setup() do it), else a SQLite file in a temporary folder.
-Needs: pip install 'dbmemory[langgraph]'
+Needs: pip install -e ".[langgraph]" (from a clone, as the README installs)
 """
 
 from __future__ import annotations

@@ -44,62 +44,31 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import NullPool
 
+from backends import (
+    BACKENDS,
+    DEPLOY_SERVERS,
+    SERVERS,
+    Server,
+    _admin_engine,
+    _drop_stale_databases,
+    clean_tables,
+    deploy_urls,
+    in_ci,
+)
+from dbmemory.core import clock
 from dbmemory.db import migrate
 from dbmemory.db.engine import create_engine, normalize_url, redact_url
+from dbmemory.sqlgen.api_common import derived_role_base
 
-__all__ = ["DATA_TABLES", "SERVERS", "clean_tables", "in_ci", "other_connection_for"]
-
-DATA_TABLES = (
-    "dbm_items",
-    "dbm_org_settings",
-    "dbm_memory_switches",
-    "dbm_item_marks",
-    "dbm_audit_events",
-    "dbm_file_reads",
-    "dbm_files",
-    "dbm_stores",
-    "dbm_agents",
-    "dbm_user_settings",
-)
-"""dbmemory's tables, children first: the order rows are deleted in between tests."""
+__all__ = ["SERVERS", "other_connection_for"]
 
 
-@dataclass(frozen=True)
-class Server:
-    """A database server backend of the test suite."""
-
-    name: str
-    env_var: str
-    display: str
-    required_in_ci: bool
-    own_database: bool = True
-    """Whether each session creates (and drops) its own database; False: use the URL as is."""
 
 
-SERVERS: dict[str, Server] = {
-    "postgres": Server("postgres", "DBMEMORY_TEST_POSTGRES_URL", "PostgreSQL", True),
-    "mysql": Server("mysql", "DBMEMORY_TEST_MYSQL_URL", "MariaDB/MySQL", True),
-    "oracle": Server("oracle", "DBMEMORY_TEST_ORACLE_URL", "Oracle", False, own_database=False),
-}
-
-BACKENDS = [
-    pytest.param("sqlite-memory", id="sqlite-memory"),
-    pytest.param("sqlite-file", id="sqlite-file"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
-    pytest.param("oracle", id="oracle", marks=pytest.mark.oracle),
-    # deployment backends (issue 13, block at the end of this file): only the modules of
-    # DEPLOY_MODULES run on them
-    pytest.param("galera", id="galera", marks=pytest.mark.galera),
-    pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.pgbouncer),
-]
 
 SERVER_BACKENDS = [p for p in BACKENDS if p.values[0] in ("postgres", "mysql")]
 
 
-def in_ci() -> bool:
-    """Whether the run is CI: ``CI`` is set to something other than ``""``, ``false`` or ``0``."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "false", "0")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -127,20 +96,23 @@ def _unavailable(server: Server, why: str) -> None:
 # -- server databases --------------------------------------------------------------------------
 
 
-def _admin_engine(url: URL) -> Engine:
-    backend = url.get_backend_name()
-    timeout_arg = "tcp_connect_timeout" if backend == "oracle" else "connect_timeout"
-    connect_args = {timeout_arg: 10}
-    return sa.create_engine(
-        url, poolclass=NullPool, isolation_level="AUTOCOMMIT", connect_args=connect_args
-    )
+
+
+_SWEPT: set[tuple[str, str | None, int | None]] = set()
+"""The servers whose stale test databases this session has dropped (once each)."""
 
 
 def _create_database(server: Server, base_url: URL) -> URL:
-    """Create ``dbmt_<pid>_<random>`` on the server of ``base_url``; return its URL."""
+    """Create ``dbmt_<pid>_<random>`` on the server of ``base_url``; return its URL. The first
+    time in a session for a server, stale test databases of killed runs are dropped first."""
     name = f"dbmt_{os.getpid()}_{secrets.token_hex(4)}"
     admin = _admin_engine(base_url)
     try:
+        where = (server.name, base_url.host, base_url.port)
+        if where not in _SWEPT:
+            _SWEPT.add(where)
+            with admin.connect() as c:
+                _drop_stale_databases(server, c)
         with admin.connect() as c:
             if server.name == "postgres":
                 c.exec_driver_sql(f'CREATE DATABASE "{name}"')
@@ -178,8 +150,28 @@ def _drop_database(server: Server, url: URL) -> None:
                     with suppress(sa.exc.DBAPIError):  # already gone
                         c.exec_driver_sql(f"KILL {int(thread_id)}")
                 c.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+            _drop_derived_roles(c, server.name, name)
     finally:
         admin.dispose()
+
+
+def _drop_derived_roles(c: Connection, server_name: str, database: str) -> None:
+    """The roles the SQL API's installer named after ``database`` (roles outlive databases)."""
+    base = derived_role_base(database)
+    if server_name == "postgres":
+        names = c.exec_driver_sql(
+            f"SELECT rolname FROM pg_roles WHERE rolname LIKE '{base}%%'").scalars().all()
+        for role in names:
+            c.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+    else:
+        names = c.exec_driver_sql(
+            f"SELECT user, host FROM mysql.user WHERE user LIKE '{base}%%'").all()
+        for user, host in names:
+            if host == "":  # a MariaDB role (MySQL 8 roles are accounts of host '%')
+                c.exec_driver_sql(f"DROP ROLE IF EXISTS {user}")
+            else:
+                host = host.replace("%", "%%")  # the driver formats the statement
+                c.exec_driver_sql(f"DROP USER IF EXISTS '{user}'@'{host}'")
 
 
 _CONTAINER_IMAGES = {
@@ -240,19 +232,6 @@ def _check_reachable(server: Server, url: URL) -> None:
         admin.dispose()
 
 
-def clean_tables(engine: Engine) -> None:
-    """Delete every row of dbmemory's tables (fast; identities are not reset)."""
-    with engine.begin() as c:
-        name = engine.dialect.name
-        if name == "postgresql":
-            c.exec_driver_sql("SET LOCAL lock_timeout = '20s'")
-        elif name in ("mysql", "mariadb"):  # keep the engine's own lock timeout afterwards
-            c.exec_driver_sql("SET @dbm_lock_wait = @@session.innodb_lock_wait_timeout")
-            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 20")
-        for table in DATA_TABLES:
-            c.exec_driver_sql(f"DELETE FROM {table}")
-        if name in ("mysql", "mariadb"):
-            c.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = @dbm_lock_wait")
 
 
 @dataclass
@@ -489,10 +468,11 @@ def run(tool: Any) -> Callable[..., str]:
     return call
 
 
-# -- deployment backends (issue 13): Galera cluster, PgBouncer, pg_cron ------------------------
+# -- deployment backends (issue 13): Galera cluster, PgBouncer, pg_cron; Patroni (issue 22) -----
 #
-# Started by .ci/galera, .ci/pgbouncer and .ci/pgcron (CI: .ci/run). Skipped with the variable
-# named when it is unset outside CI; in CI an unset variable or an unreachable server fails.
+# Started by .ci/galera, .ci/pgbouncer, .ci/pgcron and .ci/patroni (CI: .ci/run). Skipped with
+# the variable named when it is unset outside CI; in CI an unset variable or an unreachable
+# server fails.
 #
 # * ``galera``: DBMEMORY_TEST_GALERA_URLS, three comma-separated node URLs
 #   (mysql+pymysql://root@127.0.0.1:3311/test,...:3312/test,...:3313/test). The ``engine``
@@ -503,28 +483,24 @@ def run(tool: Any) -> Callable[..., str]:
 #   ``transaction_pooling=True``.
 # * ``pgcron``: DBMEMORY_TEST_PGCRON_URL, a PostgreSQL cluster with pg_cron preloaded and
 #   ``cron.database_name`` = the URL's database (used as is, not a session database).
+# * ``patroni``: DBMEMORY_TEST_PATRONI_URL, one libpq multi-host URL with
+#   ``target_session_attrs=read-write`` that reaches whichever node of the two-node Patroni
+#   cluster is primary; tests/deploy/test_patroni.py makes its own session database there.
 
-DEPLOY_SERVERS: dict[str, Server] = {
-    "galera": Server("galera", "DBMEMORY_TEST_GALERA_URLS", "MariaDB Galera cluster", True),
-    "pgbouncer": Server("pgbouncer", "DBMEMORY_TEST_PGBOUNCER_URL", "PgBouncer", True),
-    "pgcron": Server(
-        "pgcron", "DBMEMORY_TEST_PGCRON_URL", "PostgreSQL with pg_cron", True, own_database=False
-    ),
-}
 DEPLOY_BACKENDS = ("galera", "pgbouncer")
 """``engine`` backends that run only the modules of :data:`DEPLOY_MODULES` (CI time)."""
 
 DEPLOY_MODULES: dict[str, frozenset[str]] = {
-    "galera": frozenset({"test_tool_contract.py", "test_caps.py", "test_deploy_doctor.py"}),
+    "galera": frozenset({"test_tool_contract.py", "test_caps.py", "test_doctor.py"}),
     "pgbouncer": frozenset(
         {
             "test_tool_contract.py",
             "test_caps.py",
             "test_transactions.py",
-            "test_stores.py",
-            "test_expiry_and_touch.py",
-            "test_deploy_doctor.py",
-            "test_deploy_pgbouncer.py",
+            "test_agents_and_scopes.py",
+            "test_expiry_and_touches.py",
+            "test_doctor.py",
+            "test_pgbouncer.py",
         }
     ),
 }
@@ -533,53 +509,66 @@ DEPLOY_MODULES: dict[str, frozenset[str]] = {
 _DEPLOY_CREATED: list[tuple[str, URL, URL]] = []  # (kind, admin URL, session database URL)
 
 
+SLOW_MODULES = frozenset(
+    {
+        "test_tool_load.py",
+        "test_tool_model_property.py",
+        "test_write_races.py",
+        "test_write_races_random.py",
+        "test_items_extract_race.py",
+        "test_items_forget_race.py",
+        "test_langgraph_differential.py",
+        "test_anthropic_dropin.py",
+        "test_scaling.py",
+        "test_galera.py",
+        "test_pgbouncer.py",
+        "test_patroni.py",
+        "test_scheduled_jobs.py",
+    }
+)
+"""Modules of races, soaks, random sequences and deployments: marked ``slow``."""
+
+
+_SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def run_slow_tests(config: pytest.Config) -> bool:
+    """Whether ``slow`` tests run: always in CI, with ``DBMEMORY_TEST_SLOW=1``, or when ``-m``
+    names a marker expression (``-m slow``, ``-m "not postgres"``). A newcomer's plain
+    ``python -m pytest`` leaves them out and says how to run them."""
+    if in_ci() or os.environ.get("DBMEMORY_TEST_SLOW", "").strip() not in ("", "0", "false"):
+        return True
+    return bool(config.getoption("markexpr", ""))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the deployment backends' parameters outside :data:`DEPLOY_MODULES`."""
+    """Mark :data:`SLOW_MODULES` ``slow`` and deselect them unless :func:`run_slow_tests`;
+    deselect the deployment backends' parameters outside :data:`DEPLOY_MODULES`."""
+    slow = run_slow_tests(config)
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
+    skipped_slow = 0
     for item in items:
+        if item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+        if not slow and item.get_closest_marker("slow") is not None:
+            dropped.append(item)
+            skipped_slow += 1
+            continue
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend_name") if callspec is not None else None
         if backend in DEPLOY_MODULES and item.path.name not in DEPLOY_MODULES[backend]:
             dropped.append(item)
         else:
             kept.append(item)
+    config.stash[_SLOW_LEFT_OUT] = skipped_slow
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
 
 
-def _deploy_unavailable(server: Server, why: str) -> None:
-    message = f"{server.display} unavailable: {why}"
-    if in_ci():
-        pytest.fail(f"{message} (CI requires it: .ci/run starts it)", pytrace=False)
-    pytest.skip(message)
 
 
-def deploy_urls(kind: str) -> list[URL]:
-    """The URLs of deployment server ``kind`` (``galera``: three), or skip/fail naming the
-    variable."""
-    server = DEPLOY_SERVERS[kind]
-    raw = os.environ.get(server.env_var, "").strip()
-    if not raw:
-        _deploy_unavailable(server, f"set {server.env_var} to run these tests (see .ci/{kind})")
-    urls = [normalize_url(part.strip()) for part in raw.split(",") if part.strip()]
-    if kind == "galera" and len(urls) != 3:
-        _deploy_unavailable(server, f"{server.env_var} must list three node URLs, got {len(urls)}")
-    for url in urls:
-        admin = _admin_engine(url)
-        try:
-            with admin.connect() as c:
-                c.exec_driver_sql("SELECT 1")
-        except Exception as exc:
-            _deploy_unavailable(
-                server,
-                f"cannot connect to {redact_url(url)} ({server.env_var}): "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
-            )
-        finally:
-            admin.dispose()
-    return urls
 
 
 def _deploy_engine(backends: _Backends, name: str) -> Engine:
@@ -697,5 +686,21 @@ def skipped_backends_line(reports: list[Any]) -> str:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """End the report with one line: the backends whose tests were skipped, and the variable
-    that turns each on."""
+    that turns each on; and a line for the slow tests left out."""
     terminalreporter.write_line(skipped_backends_line(terminalreporter.stats.get("skipped", [])))
+    left_out = terminalreporter.config.stash.get(_SLOW_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"left out: {left_out} slow tests (races, soaks, random sequences, deployments); "
+            "DBMEMORY_TEST_SLOW=1 or -m slow runs them, CI always does"
+        )
+
+
+@pytest.fixture
+def set_clock() -> Iterator[Callable[[clock.Clock | None], None]]:
+    """Set dbmemory's clock (:func:`dbmemory.core.clock.set_clock`) for one test; the clock set
+    before the test is back after it."""
+    previous = clock.set_clock(None)
+    clock.set_clock(previous)
+    yield clock.set_clock  # type: ignore[misc]
+    clock.set_clock(previous)

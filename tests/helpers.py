@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 from typing_extensions import Self
 
-from dbmemory.db import dialect
+from dbmemory.db.dialect.base import is_memory_sqlite
 from dbmemory.db.schema import audit_events, files, stores
 
 __all__ = [
@@ -76,7 +76,7 @@ def assert_no_leak(text: str) -> None:
 def has_second_connection(engine: Engine) -> bool:
     """Whether a second connection can look at the data while the first one is in a transaction
     (false only for in-memory SQLite, whose single connection is shared)."""
-    return not dialect.is_memory_sqlite(engine)
+    return not is_memory_sqlite(engine)
 
 
 @contextmanager
@@ -88,7 +88,7 @@ def committed_view(engine: Engine) -> Iterator[Connection]:
     shared connection itself -- only call this after the caller's transaction has ended.
     """
     if engine.dialect.name == "sqlite":
-        if dialect.is_memory_sqlite(engine):
+        if is_memory_sqlite(engine):
             with engine.connect() as c:
                 yield c
             return
@@ -183,3 +183,28 @@ def statement_is(statement: str, prefix: str) -> bool:
     bump as a CTE: ``WITH bump AS (UPDATE dbm_stores ...) INSERT INTO dbm_audit_events ...``)."""
     text, want = statement.lstrip().upper(), prefix.upper()
     return text.startswith(want) or (text.startswith("WITH") and want in text)
+
+
+def cli_commands() -> list[tuple[tuple[str, ...], Any]]:
+    """Every command of the ``dbmemory`` CLI with its path (``("db", "upgrade")``,
+    ``("tool",)``), lazy top-level commands loaded, in help order."""
+    import typer.main
+
+    from dbmemory.cli import app
+    from dbmemory.cli._common import LazyCommand
+
+    root = typer.main.get_command(app)
+    ctx = root.make_context("dbmemory", [], resilient_parsing=True)
+    found: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        if isinstance(command, LazyCommand):
+            command = command.real()
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), (*path, name))
+        else:
+            found.append((path, command))
+
+    walk(root, ())
+    return found

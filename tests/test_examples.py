@@ -22,7 +22,7 @@ import pytest
 
 from dbmemory.db.engine import create_engine
 from dbmemory.db.migrate import upgrade
-from dbmemory.stores import enable_for_agent
+from dbmemory.store.agents import enable_for_agent
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -105,7 +105,7 @@ def test_the_mcp_client_configuration_starts_a_working_server(tmp_path: Path) ->
             return [t.name for t in tools.tools], viewed.content[0].text
 
     names, text = asyncio.run(asyncio.wait_for(main(), 120))
-    assert names == ["memory"] and text.startswith("Here're the files and directories")
+    assert names == ["memory", "memory_search"] and text.startswith("Here're the files and directories")
     note = (EXAMPLES / "mcp_client.md").read_text()
     assert "mcp_client_config.json" in note and "dbmemory agent enable" in note
 

@@ -86,41 +86,41 @@ _LAZY = {
     "MissingDependencyError": "dbmemory.errors",
     "NotFoundError": "dbmemory.errors",
     "StorageError": "dbmemory.errors",
-    "clear_store_files": "dbmemory.files",
-    "count_expirable_files": "dbmemory.expiry",
-    "delete_file": "dbmemory.files",
-    "expire_files": "dbmemory.expiry",
-    "expire_files_committing": "dbmemory.expiry",
-    "get_file": "dbmemory.files",
-    "list_files": "dbmemory.files",
-    "put_file": "dbmemory.files",
-    "build_store_key": "dbmemory.keys",
-    "AgentConfig": "dbmemory.model",
-    "Caps": "dbmemory.model",
-    "FileInfo": "dbmemory.model",
-    "FileRecord": "dbmemory.model",
-    "StoreRef": "dbmemory.model",
-    "augment_system_prompt": "dbmemory.prompts",
-    "get_memory_protocol": "dbmemory.prompts",
-    "check_run_ready": "dbmemory.stores",
-    "disable_for_agent": "dbmemory.stores",
-    "enable_for_agent": "dbmemory.stores",
-    "set_store_caps": "dbmemory.stores",
-    "end_session": "dbmemory.stores",
-    "get_agent_config": "dbmemory.stores",
-    "list_agents": "dbmemory.stores",
-    "resolve_store": "dbmemory.stores",
-    "resolve_store_id": "dbmemory.stores",
-    "use_store": "dbmemory.stores",
-    "ERROR_MARKER": "dbmemory.tool",
-    "MemoryTool": "dbmemory.tool",
-    "tool_schema": "dbmemory.tool",
-    "run_turn": "dbmemory.agent",
-    "arun_turn": "dbmemory.agent",
-    "TurnConfig": "dbmemory.agent",
-    "TurnResult": "dbmemory.agent",
-    "memory_tools": "dbmemory.agent",
-    "handle_tool_calls": "dbmemory.agent",
+    "clear_store_files": "dbmemory.store.moves",
+    "count_expirable_files": "dbmemory.store.expiry",
+    "delete_file": "dbmemory.store.moves",
+    "expire_files": "dbmemory.store.expiry",
+    "expire_files_committing": "dbmemory.store.expiry",
+    "get_file": "dbmemory.store.reads",
+    "list_files": "dbmemory.store.reads",
+    "put_file": "dbmemory.store.files",
+    "build_store_key": "dbmemory.core.keys",
+    "AgentConfig": "dbmemory.core.model",
+    "Caps": "dbmemory.core.model",
+    "FileInfo": "dbmemory.core.model",
+    "FileRecord": "dbmemory.core.model",
+    "StoreRef": "dbmemory.core.model",
+    "augment_system_prompt": "dbmemory.tool.protocol",
+    "get_memory_protocol": "dbmemory.tool.protocol",
+    "check_run_ready": "dbmemory.store.resolve",
+    "disable_for_agent": "dbmemory.store.agents",
+    "enable_for_agent": "dbmemory.store.agents",
+    "set_store_caps": "dbmemory.store.agents",
+    "end_session": "dbmemory.store.drop",
+    "get_agent_config": "dbmemory.store.agents",
+    "list_agents": "dbmemory.store.agents",
+    "resolve_store": "dbmemory.store.resolve",
+    "resolve_store_id": "dbmemory.store.resolve",
+    "use_store": "dbmemory.store.resolve",
+    "ERROR_MARKER": "dbmemory.tool.messages",
+    "MemoryTool": "dbmemory.tool.memory_tool",
+    "tool_schema": "dbmemory.tool.schema",
+    "run_turn": "dbmemory.agent.turn",
+    "arun_turn": "dbmemory.agent.turn",
+    "TurnConfig": "dbmemory.agent.turn_types",
+    "TurnResult": "dbmemory.agent.turn_types",
+    "memory_tools": "dbmemory.agent.litellm_tools",
+    "handle_tool_calls": "dbmemory.agent.litellm_tools",
     "upgrade": "dbmemory.db.migrate",
     "current": "dbmemory.db.migrate",
     "create_engine": "dbmemory.db.engine",
@@ -142,6 +142,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from dbmemory.agent.litellm_tools import handle_tool_calls, memory_tools
+    from dbmemory.agent.turn import arun_turn, run_turn
+    from dbmemory.agent.turn_types import TurnConfig, TurnResult
+    from dbmemory.core.keys import build_store_key
+    from dbmemory.core.model import AgentConfig, Caps, FileInfo, FileRecord, StoreRef
+    from dbmemory.db.engine import create_engine
+    from dbmemory.db.migrate import current, upgrade
     from dbmemory.errors import (
         AlreadyExistsError,
         CapExceededError,
@@ -154,39 +161,20 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         NotFoundError,
         StorageError,
     )
-    from dbmemory.files import (
-        clear_store_files,
-        count_expirable_files,
-        delete_file,
-        expire_files,
-        expire_files_committing,
-        get_file,
-        list_files,
-        put_file,
-    )
-    from dbmemory.keys import build_store_key
-    from dbmemory.model import AgentConfig, Caps, FileInfo, FileRecord, StoreRef
-    from dbmemory.prompts import augment_system_prompt, get_memory_protocol
-    from dbmemory.stores import (
-        check_run_ready,
+    from dbmemory.store.agents import (
         disable_for_agent,
         enable_for_agent,
-        end_session,
         get_agent_config,
         list_agents,
-        resolve_store,
-        resolve_store_id,
         set_store_caps,
-        use_store,
     )
-    from dbmemory.tool import ERROR_MARKER, MemoryTool, tool_schema
-    from dbmemory.agent import (
-        TurnConfig,
-        TurnResult,
-        arun_turn,
-        handle_tool_calls,
-        memory_tools,
-        run_turn,
-    )
-    from dbmemory.db.engine import create_engine
-    from dbmemory.db.migrate import current, upgrade
+    from dbmemory.store.drop import end_session
+    from dbmemory.store.expiry import count_expirable_files, expire_files, expire_files_committing
+    from dbmemory.store.files import put_file
+    from dbmemory.store.moves import clear_store_files, delete_file
+    from dbmemory.store.reads import get_file, list_files
+    from dbmemory.store.resolve import check_run_ready, resolve_store, resolve_store_id, use_store
+    from dbmemory.tool.memory_tool import MemoryTool
+    from dbmemory.tool.messages import ERROR_MARKER
+    from dbmemory.tool.protocol import augment_system_prompt, get_memory_protocol
+    from dbmemory.tool.schema import tool_schema

@@ -1,16 +1,22 @@
 """The exceptions of dbmemory: one root, a few subclasses, each with a stable code.
 
 Admin and configuration functions raise these. The MEMORY tool never raises: it turns them into
-text that starts with :data:`ERROR_MARKER` (see :mod:`dbmemory.tool`).
+text that starts with :data:`~dbmemory.tool.messages.ERROR_MARKER` (see :mod:`dbmemory.tool`).
 
 No message built here contains SQL, a DSN, a table name or a driver error code: driver errors
-are translated once, in :func:`dbmemory.db.dialect.translate_db_error`, with ``raise ... from``.
+are translated once, in :func:`dbmemory.db.dialect.errors.translate_db_error`, with
+``raise ... from``. This module is the bottom layer with :mod:`dbmemory.settings`: it imports no
+other module of dbmemory.
 """
 
 from __future__ import annotations
 
+import importlib
+
 __all__ = [
     "extra_hint",
+    "require_extra",
+    "PROFILE_MODULES",
     "DbMemoryError",
     "NotFoundError",
     "InvalidArgumentError",
@@ -122,6 +128,26 @@ def extra_hint(extra: str) -> str:
     ``pip install -e '.[llm]' in a clone of dbmemory (or pip install 'WHEEL[llm]')``. dbmemory is
     not published on PyPI yet, so ``pip install 'dbmemory[llm]'`` would not find it."""
     return f"pip install -e '.[{extra}]' in a clone of dbmemory (or pip install 'WHEEL[{extra}]')"
+
+
+PROFILE_MODULES = ("yaml", "stdnum", "prometheus_client")
+"""The modules of the ``profile`` extra (pyyaml, python-stdnum, prometheus-client)."""
+
+
+def require_extra(extra: str, modules: tuple[str, ...]) -> None:
+    """Check that the optional extra ``extra`` is installed by importing its ``modules``.
+
+    Raises:
+        MissingDependencyError: one of them cannot be imported; the message names it and gives
+            the pip command (:func:`extra_hint`).
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)  # optional dependencies, imported to check them
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"this needs {exc.name or name} (the {extra} extra): " + extra_hint(extra)
+            ) from exc
 
 
 class StorageError(DbMemoryError):

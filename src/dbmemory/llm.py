@@ -19,10 +19,16 @@ Example:
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
+import json
 import os
+import socket
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from dbmemory.errors import MissingDependencyError, ModelError, extra_hint
 
@@ -35,6 +41,7 @@ __all__ = [
     "acomplete",
     "normalize_response",
     "embed",
+    "cost",
     "LLM_EXTRA_HINT",
     "check_model",
     "preflight",
@@ -175,7 +182,7 @@ def _import_litellm() -> Any:
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
+        import litellm  # optional dependency (llm extra), imported on use
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingDependencyError(
             f"calling a language model needs litellm, which is not installed: {LLM_EXTRA_HINT}"
@@ -224,7 +231,7 @@ def complete(
         A :class:`Completion` for the first choice.
 
     Raises:
-        MissingDependencyError: litellm is not installed (``pip install 'dbmemory[llm]'``).
+        MissingDependencyError: litellm is not installed (``pip install -e ".[llm]"``).
         ModelError: litellm's provider errors (authentication, unknown model, rate limit,
             timeout, connection refused...) mapped by :func:`model_error` to one line with a
             remedy (the litellm exception is chained as ``__cause__``).
@@ -300,8 +307,6 @@ def _base_hint(provider: str | None, api_base: str | None) -> str:
 
 def _refused(host: str, port: int, seconds: float) -> str | None:
     """Why a TCP connection to ``host:port`` fails within ``seconds``, or None when it opens."""
-    import socket
-
     try:
         with socket.create_connection((host, port), timeout=seconds):
             return None
@@ -309,6 +314,72 @@ def _refused(host: str, port: int, seconds: float) -> str | None:
         return "connection refused" if isinstance(exc, ConnectionRefusedError) else (
             "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
         )
+
+
+_KEY_BY_PREFIX = (
+    ("openai/", "OPENAI_API_KEY"),
+    ("anthropic/", "ANTHROPIC_API_KEY"),
+    ("gemini/", "GEMINI_API_KEY"),
+    ("mistral/", "MISTRAL_API_KEY"),
+    ("groq/", "GROQ_API_KEY"),
+    ("deepseek/", "DEEPSEEK_API_KEY"),
+    ("openrouter/", "OPENROUTER_API_KEY"),
+)
+"""litellm's ``provider/`` prefixes whose key variable is certain from the name alone."""
+
+_KEY_BY_PROVIDER = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""The key variable of the providers of bare model names (``gpt-4o-mini``, ``claude-...``)."""
+
+
+def default_call_is_litellm() -> bool:
+    """Whether this module's :func:`complete` (looked up now: a host or a test may replace it)
+    is still the litellm call, so that :func:`preflight` would check the model."""
+    return _is_litellm_call(globals()["complete"])
+
+
+def _is_litellm_call(fn: Callable[..., Any]) -> bool:
+    return any(fn is call for call in _LITELLM_CALLS)
+
+
+def missing_key_error(
+    model: str, *, api_key: str | None = None, api_base: str | None = None
+) -> ModelError | None:
+    """The ``model_missing_key`` :class:`ModelError` when ``model``'s provider is certain without
+    importing litellm (a ``provider/`` prefix, or a bare name in litellm's price-map file) and
+    its key variable is not set; None otherwise (also with ``api_key`` or ``api_base``: the
+    full :func:`check_model` then decides). Costs a file read, never a litellm import (seconds
+    on a cold start), so the CLI refuses before it imports the agent."""
+    known = _known_key_variable(model)
+    if known is None or api_key or api_base or os.environ.get(known):
+        return None
+    return _error("model_missing_key", model, f"model {model!r} needs {known}, which is not set", f"set {known}")
+
+
+def _known_key_variable(model: str) -> str | None:
+    """The key variable of ``model``'s provider when it is certain without importing litellm:
+    a ``provider/`` prefix, or a bare name listed in the price map litellm ships as a file
+    (read as JSON, about 70 ms, instead of a multi-second import). None when not certain: the
+    full check then asks litellm."""
+    name = model.strip()
+    for prefix, variable in _KEY_BY_PREFIX:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return variable
+    if "/" in name:
+        return None
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "model_prices_and_context_window_backup.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entry = json.load(handle).get(name)
+    except (OSError, ValueError):
+        return None
+    provider = entry.get("litellm_provider") if isinstance(entry, dict) else None
+    return _KEY_BY_PROVIDER.get(provider) if isinstance(provider, str) else None
 
 
 def check_model(
@@ -344,12 +415,13 @@ def check_model(
             for the command line.
         MissingDependencyError: litellm is not installed.
     """
+    refusal = missing_key_error(model, api_key=api_key, api_base=api_base)
+    if refusal is not None:
+        raise refusal
     litellm = _import_litellm()
     try:
         _name, provider, _key, base = litellm.get_llm_provider(model, api_base=api_base, api_key=api_key)
     except Exception:
-        import difflib
-
         close = difflib.get_close_matches(model, list(getattr(litellm, "model_cost", {}) or {}), n=1, cutoff=0.8)
         hint = f"did you mean {close[0]!r}? Else use" if close else "use"
         raise _error(
@@ -361,8 +433,6 @@ def check_model(
         ) from None
     base = api_base or base
     if base or provider in LOCAL_BASE_ENV:
-        from urllib.parse import urlsplit
-
         parts = urlsplit(base or "")
         host = parts.hostname or ""
         if provider in LOCAL_BASE_ENV or host in _LOOPBACK or host.startswith("127."):
@@ -401,8 +471,6 @@ def model_error(exc: BaseException, model: str, *, api_base: str | None = None) 
         The :class:`ModelError` to raise (``from exc``), or None when ``exc`` is not one of
         litellm's provider errors (or litellm is not loaded).
     """
-    import sys
-
     if isinstance(exc, ModelError):
         return exc
     litellm = sys.modules.get("litellm")
@@ -483,7 +551,7 @@ def preflight(
     Raises:
         ModelError: as :func:`check_model`.
     """
-    if complete_fn is not None and not any(complete_fn is call for call in _LITELLM_CALLS):
+    if complete_fn is not None and not _is_litellm_call(complete_fn):
         return
     kw = model_kwargs or {}
     if "mock_response" in kw:  # litellm's offline mock calls no provider
@@ -505,7 +573,7 @@ def embed(model: str, texts: list[str], *, timeout: float | None = None, **kwarg
         One vector (list of floats) per text, in order.
 
     Raises:
-        MissingDependencyError: litellm is not installed (``pip install 'dbmemory[llm]'``).
+        MissingDependencyError: litellm is not installed (``pip install -e ".[llm]"``).
         Exception: whatever litellm raises for the provider.
     """
     litellm = _import_litellm()
@@ -517,3 +585,17 @@ def embed(model: str, texts: list[str], *, timeout: float | None = None, **kwarg
     ordered = sorted(rows, key=lambda row: _as_int(_get(row, "index", 0)))
     return [[float(x) for x in (_get(row, "embedding", []) or [])] for row in ordered]
 
+
+def cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What ``prompt_tokens`` and ``completion_tokens`` of ``model`` cost in US dollars, from
+    litellm's price table (``litellm.cost_per_token``; offline with
+    ``LITELLM_LOCAL_MODEL_COST_MAP=True``); None when litellm is missing or does not know the
+    model's price."""
+    try:
+        litellm = _import_litellm()
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # noqa: BLE001 - an unknown price is "unknown", never an error
+        return None
+    return float(prompt_cost) + float(completion_cost)

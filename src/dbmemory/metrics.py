@@ -1,9 +1,8 @@
 """Prometheus metrics of the MEMORY tool and of expiry.
 
-Registered on the **same registry as the profile's metrics**
-(:func:`dbmemory.profile.metrics.default_metrics`), so one scrape of
-``default_metrics().exposition()`` (or of the registry a host passed to
-:class:`MemoryMetrics`) shows both. ``prometheus-client`` is optional (the ``profile`` extra):
+Registered on the process-wide :func:`shared_registry`, where the profile's and the items'
+metrics register too, so one scrape of :func:`exposition` (or of the registry a host passed to
+:class:`MemoryMetrics`) shows them all. ``prometheus-client`` is optional (the ``profile`` extra):
 without it every recording call is a no-op and :func:`exposition` returns ``b""``.
 
 Every label is a closed set (anything else becomes ``"other"``); no store key, user, path or
@@ -18,8 +17,8 @@ Metric names (``_total``/``_bucket`` suffixes added by the client):
 * ``dbmemory_tool_errors_total{code}``: error answers by code, code in :data:`ERROR_CODES`
   (the :class:`~dbmemory.errors.DbMemoryError` code; ``tool_input`` for arguments the tool
   refused before touching the database, ``internal`` for an unexpected failure)
-* ``dbmemory_expiry_runs_total{outcome}``: runs of :func:`~dbmemory.expiry.expire_files` /
-  :func:`~dbmemory.expiry.expire_files_committing` (``dbmemory expire``), outcome ``ok`` or
+* ``dbmemory_expiry_runs_total{outcome}``: runs of :func:`~dbmemory.store.expiry.expire_files` /
+  :func:`~dbmemory.store.expiry.expire_files_committing` (``dbmemory expire``), outcome ``ok`` or
   ``error``
 * ``dbmemory_expiry_files_total``: files deleted by those runs
 * ``dbmemory_expiry_run_duration_seconds``
@@ -38,6 +37,7 @@ __all__ = [
     "exposition",
     "record_command",
     "record_expiry",
+    "shared_registry",
 ]
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename", "invalid", "other")
@@ -57,6 +57,9 @@ ERROR_CODES = (
     "missing_dependency",
     "storage_error",
     "connect_failed",
+    "pool_exhausted",
+    "statement_timeout",
+    "outcome_unknown",
     "read_only",
     "tool_input",
     "internal",
@@ -77,8 +80,7 @@ class MemoryMetrics:
     """The MEMORY tool and expiry metrics on one registry.
 
     Args:
-        registry: a ``prometheus_client.CollectorRegistry``; default the profile metrics'
-            registry (:func:`dbmemory.profile.metrics.default_metrics`).
+        registry: a ``prometheus_client.CollectorRegistry``; default :func:`shared_registry`.
         namespace: metric name prefix (default ``"dbmemory"``).
 
     Raises:
@@ -87,13 +89,12 @@ class MemoryMetrics:
     """
 
     def __init__(self, registry: Any | None = None, namespace: str = "dbmemory") -> None:
-        from prometheus_client import Counter, Histogram
+        from prometheus_client import (  # optional dependency (profile extra), imported on use
+            Counter,
+            Histogram,
+        )
 
-        if registry is None:
-            from dbmemory.profile.metrics import default_metrics
-
-            registry = default_metrics().registry
-        self.registry = registry
+        registry = self.registry = registry if registry is not None else shared_registry()
         tool = {"namespace": namespace, "subsystem": "tool", "registry": registry}
         expiry = {"namespace": namespace, "subsystem": "expiry", "registry": registry}
         self.commands = Counter(
@@ -143,10 +144,32 @@ class _NoMetrics:
 
 _default: MemoryMetrics | _NoMetrics | None = None
 _lock = threading.Lock()
+_registry: Any | None = None
+_registry_lock = threading.Lock()
+
+
+def shared_registry() -> Any:
+    """The process-wide ``prometheus_client.CollectorRegistry`` that the tool, expiry, profile
+    and item metrics register on by default, so one scrape shows them all.
+
+    Raises:
+        ImportError: prometheus-client is not installed (the ``profile`` extra).
+    """
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                # optional dependency (the profile extra): imported on first use
+                from prometheus_client import (
+                    CollectorRegistry,  # optional dependency (profile extra), imported on use
+                )
+
+                _registry = CollectorRegistry(auto_describe=True)
+    return _registry
 
 
 def default_memory_metrics() -> MemoryMetrics | _NoMetrics:
-    """The process-wide metrics (on the profile metrics' registry), or no-ops when
+    """The process-wide metrics (on :func:`shared_registry`), or no-ops when
     prometheus-client is not installed."""
     global _default
     if _default is None:
@@ -174,6 +197,8 @@ def exposition() -> bytes:
     metrics = default_memory_metrics()
     if metrics.registry is None:
         return b""
-    from prometheus_client import generate_latest
+    from prometheus_client import (
+        generate_latest,  # optional dependency (profile extra), imported on use
+    )
 
     return bytes(generate_latest(metrics.registry))

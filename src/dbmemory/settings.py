@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from platformdirs import user_data_dir
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -56,6 +57,12 @@ class Settings(BaseSettings):
     ``lock_timeout``, MariaDB/MySQL ``innodb_lock_wait_timeout`` rounded up to seconds, SQLite
     busy timeout, Oracle ``FOR UPDATE WAIT n``)."""
 
+    commit_outcome_wait_s: float = Field(default=10.0, ge=0)
+    """How long, in seconds, dbmemory reconnects and asks the database for the outcome of a
+    ``COMMIT`` whose reply was lost (a cut connection, a failover) before it answers that the
+    change may or may not have been saved (``DBMEMORY_COMMIT_OUTCOME_WAIT_S``, default 10).
+    Within it the answer is "saved" or "nothing was saved: retry"."""
+
     transaction_pooling: bool = False
     """Whether the PostgreSQL server is reached through a pooler in transaction mode, such as
     PgBouncer with ``pool_mode = transaction`` (``DBMEMORY_TRANSACTION_POOLING``, default
@@ -63,6 +70,12 @@ class Settings(BaseSettings):
     (``prepare_threshold=None``: PgBouncer before 1.21, or without ``max_prepared_statements``,
     cannot route them) and sets ``lock_timeout`` with ``SET LOCAL`` in every transaction
     instead of once per connection. Same as ``?dbmemory_transaction_pooling=true`` in the URL."""
+
+    galera_cluster_size: int | None = Field(default=None, gt=0)
+    """How many nodes the operator expects in the Galera cluster (``DBMEMORY_GALERA_CLUSTER_SIZE``,
+    default None: not said). ``dbmemory doctor`` on a Galera node is unhealthy when
+    ``wsrep_cluster_size`` is smaller (a node is down or split off); same as
+    ``dbmemory doctor --expected-cluster-size N``."""
 
     def resolved_url(self) -> str:
         """The configured URL, or the embedded SQLite default (creating its folder).
@@ -82,8 +95,6 @@ def default_db_path(*, create_dir: bool = True) -> Path:
     Returns:
         ``<user data dir>/dbmemory.db``, e.g. ``~/.local/share/dbmemory/dbmemory.db`` on Linux.
     """
-    from platformdirs import user_data_dir
-
     folder = Path(user_data_dir(APP_NAME))
     if create_dir:
         folder.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,17 @@ Example (a turn with the MEMORY tool and the user's profile; the Engine form com
     print(result.answer)
     result.post_processing.wait()   # optional: the profile update runs in the background
 
-The replay and chat helpers (:mod:`dbmemory.agent.replay`, :mod:`dbmemory.agent.chat`) load on
-first use: they import rich.
+The names of :data:`__all__` are imported from their homes at import time, except the replay
+helpers (:func:`~dbmemory.agent.replay.replay_conversation`,
+:class:`~dbmemory.agent.replay.ReplaySummary`, :func:`~dbmemory.agent.transcripts.read_conversation`),
+which load on first use (PEP 562 ``__getattr__``; the one mechanism of its kind besides
+:mod:`dbmemory`'s own, and allowed only in a package ``__init__``). The chat session is
+:mod:`dbmemory.agent.chat`; nothing here imports litellm.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from dbmemory.agent.litellm_tools import (
@@ -29,20 +34,21 @@ from dbmemory.agent.litellm_tools import (
 )
 from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing, post_processing_failures
 from dbmemory.agent.scripted import SCRIPTED_MODEL_NAME, SCRIPTED_NOTICE, ScriptedModel
-from dbmemory.agent.turn import (
+from dbmemory.agent.turn import arun_turn, run_turn
+from dbmemory.agent.turn_types import (
     DEFAULT_MAX_TOOL_CALLS,
     ModelCallRecord,
+    StepEvent,
     TurnConfig,
     TurnEvent,
     TurnResult,
-    arun_turn,
-    run_turn,
 )
 
 __all__ = [
     "run_turn",
     "arun_turn",
     "TurnConfig",
+    "StepEvent",
     "TurnEvent",
     "TurnResult",
     "ModelCallRecord",
@@ -77,6 +83,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dbmemory.agent' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

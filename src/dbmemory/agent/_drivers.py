@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from dbmemory import llm
 from dbmemory.agent.litellm_tools import (
     ERROR_PREFIX,
     MEMORY_TOOL_NAME,
@@ -35,8 +36,15 @@ from dbmemory.agent.litellm_tools import (
     execute_tool_call,
     tool_call_parts,
 )
-from dbmemory.llm import Completion, CompleteFn
-from dbmemory.txn import OUTCOME_UNKNOWN, clear_single_unit, commit_failed, mark_single_unit
+from dbmemory.db.dialect.outcome import forget_audit_row
+from dbmemory.llm import CompleteFn, Completion
+from dbmemory.store.units import (
+    OUTCOME_UNKNOWN,
+    clear_single_unit,
+    commit_failed,
+    mark_single_unit,
+    resolved_commit,
+)
 
 __all__ = ["Db", "Model", "Tool", "TurnConnection", "drive_sync", "drive_async", "sync_complete"]
 # the drivers return what the generator returns: a dbmemory.agent.turn.TurnResult
@@ -114,6 +122,7 @@ class TurnConnection:
             return fn()
         self.idle()
         trans = self.conn.begin()
+        forget_audit_row(self.conn)
         mark_single_unit(self.conn, trans)  # the call is the transaction's one unit: no savepoint
         try:
             record = fn()
@@ -124,7 +133,7 @@ class TurnConnection:
             clear_single_unit(self.conn)
         try:
             if trans.is_active:
-                trans.commit()
+                resolved_commit(self.conn, trans.commit)  # a lost reply: saved, or not, or unknown
                 return record
             if self.conn.get_transaction() is trans:
                 trans.rollback()  # the tool's failure ended the transaction; its answer says so
@@ -139,7 +148,7 @@ class TurnConnection:
                 error = commit_failed(exc, "committing a memory change")
             except Exception:
                 error = None
-            if error is not None and error.code == OUTCOME_UNKNOWN:
+            if error is not None and error.code in (OUTCOME_UNKNOWN, "commit_not_saved"):
                 text = error.message  # the connection was lost mid-COMMIT: it may be saved
             else:
                 reason = error.message if error is not None else "the database refused the commit"
@@ -189,15 +198,14 @@ def drive_sync(gen: Generator[Any, Any, Any], db: TurnConnection, ctx: Any, comp
 
 def sync_complete(complete: Callable[..., Any]) -> CompleteFn:
     """A sync model call for the consolidation thread from a possibly-async ``complete``."""
-    from dbmemory import llm
-
     if complete is llm.acomplete:
         return llm.complete
-    if not (inspect.iscoroutinefunction(complete) or inspect.iscoroutinefunction(getattr(complete, "__call__", None))):
+    if not (inspect.iscoroutinefunction(complete) or inspect.iscoroutinefunction(type(complete).__call__)):
         return complete
 
     def run(*args: Any, **kwargs: Any) -> Completion:
-        return asyncio.run(complete(*args, **kwargs))  # the consolidation runs in a worker thread
+        done: Completion = asyncio.run(complete(*args, **kwargs))  # the consolidation runs in a worker thread
+        return done
 
     return run
 

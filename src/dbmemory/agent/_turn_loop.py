@@ -1,47 +1,62 @@
 """The turn itself, written once as a generator of operations (internal).
 
-:func:`_turn` yields :class:`~dbmemory.agent._drivers.Db`, :class:`~dbmemory.agent._drivers.Model`
+:func:`turn_steps` yields :class:`~dbmemory.agent._drivers.Db`, :class:`~dbmemory.agent._drivers.Model`
 and :class:`~dbmemory.agent._drivers.Tool` operations; the sync and async drivers of
 :mod:`dbmemory.agent._drivers` run them, so :func:`dbmemory.agent.turn.run_turn` and
-:func:`~dbmemory.agent.turn.arun_turn` are one implementation (STYLE rule 20). The steps, the
-MEMORY PROTOCOL rule and the transactions are described in :mod:`dbmemory.agent.turn`.
+:func:`~dbmemory.agent.turn.arun_turn` are one implementation (one loop, two drivers, never two
+copies of the loop). The steps, the MEMORY PROTOCOL rule and the transactions are described in
+:mod:`dbmemory.agent.turn`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from dbmemory.agent import item_memory
 from dbmemory.agent._drivers import Db, Model, Tool
+from dbmemory.agent.injection import load_items, load_profile, memory_blocks, search_memory_block
 from dbmemory.agent.litellm_tools import (
     ToolCallRecord,
     ToolHandler,
     assistant_message,
     is_anthropic_model,
     memory_tools,
+    search_tool_record,
     tool_call_parts,
     tool_message,
 )
-from dbmemory.agent.turn_types import EventHandler, ModelCallRecord, ProtocolMode, TurnConfig, TurnEvent, TurnResult
-from dbmemory.errors import InvalidScopeError, NotFoundError
+from dbmemory.agent.turn_types import (
+    EventHandler,
+    ModelCallRecord,
+    ProtocolMode,
+    TurnConfig,
+    TurnEvent,
+    TurnResult,
+)
+from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
+from dbmemory.items.search_tool import SEARCH_TOOL_NAME, search_tool_spec
 from dbmemory.llm import Completion
+from dbmemory.tool.memory_tool import MemoryTool
+from dbmemory.tool.protocol import get_memory_protocol, has_memory_protocol
 
-__all__: list[str] = []  # internal: see dbmemory.agent.turn
+__all__ = [
+    "Context",
+    "emit",
+    "memory_model",
+    "last_user_text",
+    "earlier_user_texts",
+    "turn_steps",
+]
+
 
 logger = logging.getLogger("dbmemory.agent.turn")
-
-LOAD_FAILED_NOTE = (
-    "## What I know about you\n\n"
-    "(The memory of this user could not be loaded for this turn. That is not an empty memory: do "
-    "not tell the user that you know nothing about them.)"
-)
-"""Put in the system prompt instead of the profile when loading it failed."""
-
 
 # ----------------------------------------------------------------------------- operations
 # The turn is written once, as a generator that yields operations; a sync and an async driver
@@ -49,7 +64,7 @@ LOAD_FAILED_NOTE = (
 
 
 @dataclass
-class _Context:
+class Context:
     agent_code: str
     user_id: str | None
     session_id: str | None
@@ -70,7 +85,7 @@ class _Context:
     load_failed: bool = False
 
 
-def _emit(ctx: _Context, kind: str, data: object = None) -> None:
+def emit(ctx: Context, kind: str, data: object = None) -> None:
     if ctx.on_event is None:
         return
     try:
@@ -79,7 +94,7 @@ def _emit(ctx: _Context, kind: str, data: object = None) -> None:
         logger.warning("turn event handler failed for %s", kind, exc_info=True)
 
 
-def _memory_model(ctx: _Context) -> str:
+def memory_model(ctx: Context) -> str:
     """The profile's effective model (tokenizer and consolidation calls)."""
     cfg = ctx.memory_config
     if cfg is not None:
@@ -87,10 +102,8 @@ def _memory_model(ctx: _Context) -> str:
     return ctx.model
 
 
-def _memory_tool(conn: Connection, ctx: _Context) -> Any:
+def _memory_tool(conn: Connection, ctx: Context) -> Any:
     """The turn's MemoryTool (its constructor runs check_run_ready), or None when the agent has no memory."""
-    from dbmemory.tool import MemoryTool
-
     try:
         return MemoryTool(
             conn,
@@ -108,18 +121,33 @@ def _memory_tool(conn: Connection, ctx: _Context) -> Any:
         raise
 
 
-def _load(conn: Connection, ctx: _Context) -> Any:
-    from dbmemory.profile.load import load_user_memory
+def turn_user(ctx: Context) -> str:
+    """The turn's user id, for the steps that run only with a user (profile, items, search:
+    :func:`~dbmemory.agent.checks.check_turn_arguments` turns them off without one).
 
-    with conn.begin_nested():  # a failed read must not poison the caller's transaction
-        return load_user_memory(
-            conn, ctx.user_id, config=ctx.memory_config, model=_memory_model(ctx), step_logger=ctx.step_logger
-        )
+    Raises:
+        InvalidArgumentError: the turn has no user (a step ran that needs one: a bug).
+    """
+    if ctx.user_id is None:
+        raise InvalidArgumentError("this memory step needs user_id, and the turn has none")
+    return ctx.user_id
+
+
+def _search_call(conn: Connection, *, ctx: Context, call: Any) -> ToolCallRecord:
+    """One ``memory_search`` call of the model, on the turn's connection."""
+    return search_tool_record(
+        conn, call, user_id=turn_user(ctx), org_id=ctx.org_id, now=ctx.config.now,
+        max_result_chars=ctx.config.max_tool_result_chars,
+    )
+
+
+def _load(conn: Connection, ctx: Context) -> Any:
+    return load_profile(conn, turn_user(ctx), config=ctx.memory_config, model=memory_model(ctx), step_logger=ctx.step_logger)
 
 
 def _split_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    system_parts = []
-    rest = []
+    system_parts: list[str] = []
+    rest: list[dict[str, Any]] = []
     for message in messages:
         if message.get("role") == "system" and not rest:
             content = message.get("content")
@@ -136,14 +164,12 @@ def _ongoing(history: Sequence[Mapping[str, Any]]) -> bool:
 
 def _wants_protocol(mode: ProtocolMode, system: str, history: Sequence[Mapping[str, Any]]) -> bool:
     """Whether this turn adds the MEMORY PROTOCOL block (see the module doc)."""
-    from dbmemory.prompts import has_memory_protocol
-
     if mode == "omit" or has_memory_protocol(system):
         return False
     return mode == "include" or not _ongoing(history)
 
 
-def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
             content = message.get("content")
@@ -155,9 +181,9 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
-def _earlier_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def earlier_user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The text of every user message but the last, oldest first."""
-    texts = [_last_user_text([m]) for m in messages if m.get("role") == "user"]
+    texts = [last_user_text([m]) for m in messages if m.get("role") == "user"]
     return texts[:-1]
 
 
@@ -170,144 +196,233 @@ def _limit_record(call: object, limit: int) -> ToolCallRecord:
     return ToolCallRecord(call_id, name, arguments, text, True, 0.0)
 
 
-def _turn(ctx: _Context) -> Generator[Any, Any, TurnResult]:
+@dataclass
+class _Progress:
+    """What the turn's loop has done so far: timings in seconds, the model calls, the tool calls
+    (run or refused over ``max_tool_calls``) and how many of them ran."""
+
+    timings: dict[str, float]
+    model_calls: list[ModelCallRecord] = field(default_factory=list)
+    records: list[ToolCallRecord] = field(default_factory=list)
+    executed: int = 0
+    limit_reached: bool = False
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    """The messages the model is sent first, and what their system prompt holds."""
+
+    messages: list[dict[str, Any]]
+    protocol_sent: bool
+    profile_loaded: bool
+
+
+Steps = Generator[Any, Any, Any]
+"""A part of the turn: yields Db, Model and Tool operations, returns its result."""
+
+
+def _offers_search(ctx: Context, has_tool: bool, tools: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the turn offers ``memory_search`` next to the MEMORY tool: a user, the item
+    memory loaded with the switch on, ``memory_search`` on, and no caller tool of that name
+    (the caller's own tool then answers it)."""
+    if not (has_tool and ctx.config.memory_search and ctx.user_id is not None):
+        return False
+    if ctx.items is None or not ctx.items.memory_on:
+        return False
+    names = {(t.get("function") or {}).get("name") or t.get("name") for t in tools}
+    return SEARCH_TOOL_NAME not in names
+
+
+def turn_steps(ctx: Context) -> Generator[Any, Any, TurnResult]:
+    """One turn of the agent, as operations for a driver (:mod:`dbmemory.agent._drivers`).
+
+    Steps: build the MEMORY tool (``None`` when the agent has no memory); load the
+    organisation memory and items (``ctx.items_on``) and the user's profile (``ctx.memory_on``),
+    each failure logged and the turn run without it; inject the memory into the system prompt
+    (:func:`_inject_memory`); then call the model and run its tool calls until it answers (past
+    ``max_tool_calls`` the calls are refused and the model is asked once more, with
+    ``tool_choice="none"``). Returns the :class:`TurnResult`; timings are in seconds.
+    """
     cfg = ctx.config
-    timings = {"ready": 0.0, "load": 0.0, "model": 0.0, "tools": 0.0, "total": 0.0}
     started = time.perf_counter()
+    progress = _Progress({"ready": 0.0, "load": 0.0, "model": 0.0, "tools": 0.0, "total": 0.0})
 
     memory_tool = yield Db(lambda conn: _memory_tool(conn, ctx))
     has_tool = memory_tool is not None
-    timings["ready"] = time.perf_counter() - started
-
+    progress.timings["ready"] = time.perf_counter() - started
     if ctx.items_on:
-        from dbmemory.agent import item_memory
-
-        t0 = time.perf_counter()
-        try:
-            ctx.items = yield Db(
-                lambda conn: item_memory.load(conn, org_id=ctx.org_id, user_id=ctx.user_id, now=cfg.now)
-            )
-        except Exception:
-            logger.warning("loading the organisation memory and items failed; the turn runs without them", exc_info=True)
-            item_memory.count_failure("load")
-        else:
-            if not ctx.items.memory_on:
-                ctx.memory_on = False  # the memory switch is off: no profile either, all kept
-            _emit(ctx, "items_loaded", ctx.items)
-        timings["load"] += time.perf_counter() - t0
-
-    load_failed = False
+        yield from _load_items(ctx, progress)
     if ctx.memory_on:
-        _emit(ctx, "memory_loading")
-        t0 = time.perf_counter()
-        try:
-            ctx.state = yield Db(lambda conn: _load(conn, ctx))
-        except Exception as exc:
-            # not an empty memory: say so to the model and skip consolidation for this turn
-            logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
-            ctx.memory_on = False
-            ctx.load_failed = load_failed = True
-            _emit(ctx, "memory_load_failed", exc)
-        else:
-            _emit(ctx, "memory_loaded", ctx.state)
-        timings["load"] += time.perf_counter() - t0
+        yield from _load_profile(ctx, progress)
 
-    system, history = _split_system(ctx.messages)
-    parts = [system] if system.strip() else []
-    from dbmemory.prompts import get_memory_protocol, has_memory_protocol
-
-    if has_tool and _wants_protocol(cfg.memory_protocol, system, history):
-        parts.append(get_memory_protocol())
-    protocol_sent = has_memory_protocol("\n\n".join(parts))
-    profile_loaded = False
-    profile_section = ""
-    if ctx.memory_on and ctx.state is not None:
-        from dbmemory.profile.load import memory_prompt_section
-
-        profile_section = memory_prompt_section(ctx.state)
-        profile_loaded = bool(profile_section)
-    elif load_failed:
-        profile_section = LOAD_FAILED_NOTE
-    if ctx.items is not None:
-        from dbmemory.agent import item_memory
-
-        parts.extend(
-            item_memory.blocks(
-                ctx.items, profile_section, _last_user_text(ctx.messages),
-                model=_memory_model(ctx), timeout=cfg.timeout_s,
-            )
-        )
-    elif profile_section:
-        parts.append(profile_section)
-    messages: list[dict[str, Any]] = ([{"role": "system", "content": "\n\n".join(parts)}] if parts else []) + history
-
+    prompt = _inject_memory(ctx, has_tool)
+    messages = prompt.messages
     native = cfg.native_anthropic_memory_tool and is_anthropic_model(ctx.model)
     tool_list = memory_tools(ctx.tools, native_anthropic=native) if has_tool else [dict(t) for t in ctx.tools]
-    kwargs = dict(cfg.model_kwargs)
-    records: list[ToolCallRecord] = []
-    model_calls: list[ModelCallRecord] = []
-    limit_reached = False
-    executed = 0
+    search_on = _offers_search(ctx, has_tool, tool_list)
+    if search_on:
+        tool_list.append(search_tool_spec())
     final_call = False
     while True:
-        call_kwargs = dict(kwargs)
-        if final_call:
-            call_kwargs["tool_choice"] = "none"
-        t0 = time.perf_counter()
-        try:
-            completion: Completion = yield Model(messages, tool_list or None, call_kwargs)
-        except Exception:
-            if not final_call:
-                raise
-            # some providers refuse tool_choice: ask once more without it
-            logger.info("the final call with tool_choice='none' failed; retrying without it", exc_info=True)
-            call_kwargs.pop("tool_choice", None)
-            completion = yield Model(messages, tool_list or None, call_kwargs)
-        elapsed = time.perf_counter() - t0
-        timings["model"] += elapsed
-        mc = ModelCallRecord(ctx.model, completion.usage, elapsed, completion.finish_reason, len(completion.tool_calls))
-        model_calls.append(mc)
-        _emit(ctx, "model_call", mc)
+        completion = yield from _call_model(ctx, messages, tool_list, final_call, progress)
         if not completion.tool_calls or final_call:
             answer = completion.text
-            finish = completion.finish_reason
             messages.append({"role": "assistant", "content": answer})
             break
         messages.append(assistant_message(completion))
-        t0 = time.perf_counter()
-        for call in completion.tool_calls:
-            if executed < cfg.max_tool_calls:
-                record = yield Tool(call, memory_tool)
-                executed += 1
-            else:
-                record = _limit_record(call, cfg.max_tool_calls)
-                if not limit_reached:
-                    limit_reached = True
-                    logger.warning(
-                        "turn of agent %r reached max_tool_calls=%d; asking the model to answer",
-                        ctx.agent_code,
-                        cfg.max_tool_calls,
-                    )
-                    _emit(ctx, "tool_limit", cfg.max_tool_calls)
-            records.append(record)
-            messages.append(tool_message(record.id, record.result, name=record.name))
-            _emit(ctx, "tool_call", record)
-        timings["tools"] += time.perf_counter() - t0
-        if limit_reached:
+        yield from _run_tool_calls(ctx, completion, memory_tool, messages, progress, search_on=search_on)
+        if progress.limit_reached:
             final_call = True
-    _emit(ctx, "answer", answer)
-    timings["total"] = time.perf_counter() - started
+    emit(ctx, "answer", answer)
+    progress.timings["total"] = time.perf_counter() - started
     return TurnResult(
         answer=answer,
-        finish_reason=finish,
-        tool_calls=records,
-        model_calls=model_calls,
-        timings=timings,
-        tool_limit_reached=limit_reached,
+        finish_reason=completion.finish_reason,
+        tool_calls=progress.records,
+        model_calls=progress.model_calls,
+        timings=progress.timings,
+        tool_limit_reached=progress.limit_reached,
         memory_tool=has_tool,
-        profile_loaded=profile_loaded,
+        profile_loaded=prompt.profile_loaded,
         messages=messages,
-        memory_protocol=protocol_sent,
+        memory_protocol=prompt.protocol_sent,
         org_memory_loaded=ctx.items is not None and bool(ctx.items.memory_on and ctx.items.org_memory.strip()),
         items_injected=tuple(ctx.items.injected) if ctx.items is not None else (),
     )
+
+
+def _load_items(ctx: Context, progress: _Progress) -> Steps:
+    """Load the organisation memory and the user's items into ``ctx.items``; a failure is
+    logged and counted, and the turn runs without them. The memory switch off turns the profile
+    off too (``ctx.memory_on``)."""
+    t0 = time.perf_counter()
+    try:
+        ctx.items = yield Db(
+            lambda conn: load_items(conn, org_id=ctx.org_id, user_id=turn_user(ctx), now=ctx.config.now)
+        )
+    except Exception:
+        logger.warning("loading the organisation memory and items failed; the turn runs without them", exc_info=True)
+        item_memory.count_failure("load")
+    else:
+        if not ctx.items.memory_on:
+            ctx.memory_on = False  # the memory switch is off: no profile either, all kept
+        elif ctx.config.memory_search:
+            yield Db(
+                lambda conn: search_memory_block(
+                    conn, ctx.items, user_id=turn_user(ctx), message=last_user_text(ctx.messages),
+                    model=memory_model(ctx), now=ctx.config.now,
+                )
+            )
+        emit(ctx, "items_loaded", ctx.items)
+    progress.timings["load"] += time.perf_counter() - t0
+
+
+def _load_profile(ctx: Context, progress: _Progress) -> Steps:
+    """Load the user's profile into ``ctx.state``; on a failure set ``ctx.load_failed`` (the
+    prompt then says the memory could not be loaded) and turn consolidation off for this turn."""
+    emit(ctx, "memory_loading")
+    t0 = time.perf_counter()
+    try:
+        ctx.state = yield Db(lambda conn: _load(conn, ctx))
+    except Exception as exc:
+        # not an empty memory: say so to the model and skip consolidation for this turn
+        logger.warning("loading the user profile failed; the turn runs without it", exc_info=True)
+        ctx.memory_on = False
+        ctx.load_failed = True
+        emit(ctx, "memory_load_failed", exc)
+    else:
+        emit(ctx, "memory_loaded", ctx.state)
+    progress.timings["load"] += time.perf_counter() - t0
+
+
+def _inject_memory(ctx: Context, has_tool: bool) -> _Prompt:
+    """The memory injection: the caller's system prompt, then the MEMORY PROTOCOL block (when
+    the turn has the tool and wants it, :func:`_wants_protocol`), then the memory: the items'
+    blocks around the profile section when items are loaded, else the profile section alone
+    (:data:`dbmemory.agent.injection.LOAD_FAILED_NOTE` in its place when loading the profile
+    failed), assembled by :func:`dbmemory.agent.injection.memory_blocks`; the rest of the
+    caller's messages follow."""
+    system, history = _split_system(ctx.messages)
+    parts = [system] if system.strip() else []
+    if has_tool and _wants_protocol(ctx.config.memory_protocol, system, history):
+        parts.append(get_memory_protocol())
+    protocol_sent = has_memory_protocol("\n\n".join(parts))
+    state = ctx.state if ctx.memory_on else None
+    profile_loaded = state is not None and bool(state.body.strip())
+    parts.extend(
+        memory_blocks(
+            ctx.items, state, last_user_text(ctx.messages),
+            model=memory_model(ctx), timeout=ctx.config.timeout_s, load_failed=ctx.load_failed,
+        )
+    )
+    messages: list[dict[str, Any]] = ([{"role": "system", "content": "\n\n".join(parts)}] if parts else []) + history
+    return _Prompt(messages, protocol_sent, profile_loaded)
+
+
+def _call_model(
+    ctx: Context,
+    messages: list[dict[str, Any]],
+    tool_list: list[dict[str, Any]],
+    final_call: bool,
+    progress: _Progress,
+) -> Generator[Any, Any, Completion]:
+    """One model call, recorded in ``progress``. The final call (after the tool-call limit)
+    asks for no tool (``tool_choice="none"``) and, if the provider refuses that, once more
+    without it."""
+    call_kwargs = dict(ctx.config.model_kwargs)
+    if final_call:
+        call_kwargs["tool_choice"] = "none"
+    t0 = time.perf_counter()
+    try:
+        completion: Completion = yield Model(messages, tool_list or None, call_kwargs)
+    except Exception:
+        if not final_call:
+            raise
+        # some providers refuse tool_choice: ask once more without it
+        logger.info("the final call with tool_choice='none' failed; retrying without it", exc_info=True)
+        call_kwargs.pop("tool_choice", None)
+        completion = yield Model(messages, tool_list or None, call_kwargs)
+    elapsed = time.perf_counter() - t0
+    progress.timings["model"] += elapsed
+    mc = ModelCallRecord(ctx.model, completion.usage, elapsed, completion.finish_reason, len(completion.tool_calls))
+    progress.model_calls.append(mc)
+    emit(ctx, "model_call", mc)
+    return completion
+
+
+def _run_tool_calls(
+    ctx: Context,
+    completion: Completion,
+    memory_tool: Any,
+    messages: list[dict[str, Any]],
+    progress: _Progress,
+    *,
+    search_on: bool = False,
+) -> Steps:
+    """Run the tool calls of ``completion`` in order, each answer appended to ``messages``;
+    the calls past ``max_tool_calls`` are not run but answered with a limit error (logged and
+    emitted once per turn). With ``search_on``, ``memory_search`` calls run on the turn's
+    connection (:func:`~dbmemory.agent.litellm_tools.search_tool_record`)."""
+    limit = ctx.config.max_tool_calls
+    t0 = time.perf_counter()
+    for call in completion.tool_calls:
+        if progress.executed < limit:
+            if search_on and tool_call_parts(call)[1] == SEARCH_TOOL_NAME:
+                record = yield Db(functools.partial(_search_call, ctx=ctx, call=call))
+            else:
+                record = yield Tool(call, memory_tool)
+            progress.executed += 1
+        else:
+            record = _limit_record(call, limit)
+            if not progress.limit_reached:
+                progress.limit_reached = True
+                logger.warning(
+                    "turn of agent %r reached max_tool_calls=%d; asking the model to answer",
+                    ctx.agent_code,
+                    limit,
+                )
+                emit(ctx, "tool_limit", limit)
+        progress.records.append(record)
+        messages.append(tool_message(record.id, record.result, name=record.name))
+        emit(ctx, "tool_call", record)
+    progress.timings["tools"] += time.perf_counter() - t0

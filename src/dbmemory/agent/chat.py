@@ -18,8 +18,19 @@ from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 
-from dbmemory.agent.litellm_tools import ToolCallRecord
-from dbmemory.agent.turn import TurnConfig, TurnEvent, TurnResult, protocol_mode_after, run_turn
+from dbmemory.agent.litellm_tools import ToolCallRecord, decode_arguments
+from dbmemory.agent.postprocess import PostProcessing
+from dbmemory.agent.turn import protocol_mode_after, run_turn
+from dbmemory.agent.turn_types import TurnConfig, TurnEvent, TurnResult
+from dbmemory.core.paths import normalize_path
+from dbmemory.errors import DbMemoryError
+from dbmemory.items.settings import get_memory_switch, set_memory_switch
+from dbmemory.items.store import list_items
+from dbmemory.profile.optout import is_user_memory_enabled, set_user_memory_enabled
+from dbmemory.profile.store import read_profile
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.reads import get_file, list_files
+from dbmemory.store.resolve import check_run_ready
 
 __all__ = [
     "CHAT_SYSTEM_PROMPT",
@@ -35,7 +46,8 @@ CHAT_SYSTEM_PROMPT = "You are a helpful assistant. Answer concisely."
 
 COMMANDS_HELP = (
     "/memory shows your profile, /items your memory items, /files the agent's memory files, "
-    "/help this help, /quit ends."
+    "/memory off pauses memory (kept; /memory on resumes), /optout deletes your profile and stops "
+    "memory (/optin starts anew), /help this help, /quit ends."
 )
 
 
@@ -66,8 +78,6 @@ def describe_tool_call(record: ToolCallRecord, *, max_chars: int = 400) -> tuple
         ``("memory create /memories/notes.md", "File created successfully at: ...")``; the result
         clipped to ``max_chars`` characters.
     """
-    from dbmemory.agent.litellm_tools import decode_arguments
-
     args = decode_arguments(record.arguments)
     if isinstance(args, dict) and len(args) == 1 and isinstance(next(iter(args.values())), dict):
         args = next(iter(args.values()))
@@ -176,31 +186,40 @@ class ChatSession:
 
     def finish_turn(self, result: TurnResult) -> Any:
         """Run the turn's memory update now (after the answer was shown); returns its result."""
-        if result.post_processing is None:
+        if not isinstance(result.post_processing, PostProcessing):  # none, or async (not here)
             return None
         return result.post_processing.run()
 
     def items(self) -> list[Any]:
         """The user's live memory items (organisation ``default``), oldest first."""
-        from dbmemory.items import list_items
-
         with self.engine.connect() as conn:
             return list_items(conn, self.user_id, now=self.clock())
 
+    def set_memory_switch(self, on: bool) -> bool:
+        """Turn the user's memory switch on or off (extraction and injection stop; the profile
+        and items are kept), in its own committed transaction. Returns the value before."""
+        with self.engine.begin() as conn:
+            return set_memory_switch(conn, self.user_id, on, actor=self.user_id)
+
+    def set_opted_out(self, opted_out: bool) -> bool:
+        """Opt the user out (their profile is deleted for good, load and update stop) or back in,
+        in its own committed transaction. Returns whether a profile was deleted."""
+        with self.engine.begin() as conn:
+            return set_user_memory_enabled(conn, self.user_id, not opted_out, actor=self.user_id)
+
+    def memory_state(self) -> tuple[bool, bool]:
+        """``(memory switch on, not opted out)`` for the user."""
+        with self.engine.connect() as conn:
+            return get_memory_switch(conn, self.user_id), is_user_memory_enabled(conn, self.user_id)
+
     def profile_text(self) -> str | None:
         """The user's stored profile, or None when there is none yet."""
-        from dbmemory.profile.store import read_profile
-
         with self.engine.connect() as conn:
             record = read_profile(conn, self.user_id)
         return None if record is None else record.text
 
     def files(self) -> list[Any]:
         """The agent's store files for this run (``FileInfo`` list; empty when none or no memory)."""
-        from dbmemory.errors import DbMemoryError
-        from dbmemory.files import find_store_id, list_files
-        from dbmemory.stores import check_run_ready
-
         with self.engine.connect() as conn:
             try:
                 ref = check_run_ready(conn, self.agent_code, user_id=self.user_id, session_id=self.session_id)
@@ -211,11 +230,6 @@ class ChatSession:
 
     def file_text(self, path: str) -> str | None:
         """The text of one file of the agent's store, or None."""
-        from dbmemory.errors import DbMemoryError
-        from dbmemory.files import find_store_id, get_file
-        from dbmemory.paths import normalize_path
-        from dbmemory.stores import check_run_ready
-
         with self.engine.connect() as conn:
             try:
                 ref = check_run_ready(conn, self.agent_code, user_id=self.user_id, session_id=self.session_id)

@@ -20,7 +20,15 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["load", "blocks", "after_turn", "count_failure"]
+from dbmemory.items.episodes import record_episode
+from dbmemory.items.extract import extract_items
+from dbmemory.items.inject import count_item_lines, memory_sections
+from dbmemory.items.runtime_metrics import item_metrics
+from dbmemory.items.search_inject import search_block
+from dbmemory.items.turn_memory import choose, load_turn_items
+from dbmemory.items.usage import mark_items_used
+
+__all__ = ["load", "search", "blocks", "after_turn", "record", "count_failure"]
 
 logger = logging.getLogger("dbmemory.agent.turn")
 
@@ -28,8 +36,6 @@ logger = logging.getLogger("dbmemory.agent.turn")
 def count_failure(stage: str) -> None:
     """Count a swallowed failure of the item memory (best effort)."""
     try:
-        from dbmemory.items.runtime_metrics import item_metrics
-
         item_metrics().failure(stage)
     except Exception:  # metrics are best effort
         logger.debug("could not count an item memory failure", exc_info=True)
@@ -38,21 +44,35 @@ def count_failure(stage: str) -> None:
 def load(conn: Connection, *, org_id: str, user_id: str, now: dt.datetime | None) -> Any:
     """The switch, settings, organisation memory and live items (in a savepoint, so a failed
     read never poisons the caller's transaction)."""
-    from dbmemory.items.turn_memory import load_turn_items
-
     with conn.begin_nested():
         return load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)
 
 
+def search(
+    conn: Connection, loaded: Any, *, user_id: str, message: str, model: str | None, now: dt.datetime | None
+) -> None:
+    """Search the user's episodes and files for ``message`` and keep the block on ``loaded``
+    (``loaded.searched``), within the organisation's ``search_token_budget``; a failure is
+    logged and counted and the turn goes on without it (in a savepoint)."""
+    if loaded is None or not loaded.memory_on or not message.strip():
+        return
+    try:
+        with conn.begin_nested():
+            loaded.searched = search_block(
+                conn, user_id=user_id, message=message, org_id=loaded.org_id, model=model,
+                max_tokens=loaded.settings.search_token_budget, now=now,
+            )
+    except Exception:  # noqa: BLE001 - the turn goes on without the searched block
+        logger.warning("searching the user's memory failed; the turn runs without it", exc_info=True)
+        count_failure("search")
+
+
 def blocks(loaded: Any, profile_section: str, question: str, *, model: str, timeout: float | None) -> list[str]:
-    """The memory blocks of the system prompt in injection order; ``[profile_section]`` (or
+    """The memory blocks of the system prompt in injection order (organisation memory,
+    profile, items, then the searched block of :func:`search`); ``[profile_section]`` (or
     nothing) when the items could not be loaded. Records what was injected on ``loaded``."""
     if loaded is None or not loaded.memory_on:
         return [profile_section] if profile_section else []
-    from dbmemory.items.inject import memory_sections
-    from dbmemory.items.runtime_metrics import item_metrics
-    from dbmemory.items.turn_memory import choose
-
     try:
         selection = choose(loaded, question, timeout=timeout)
         settings = loaded.settings
@@ -67,6 +87,8 @@ def blocks(loaded: Any, profile_section: str, question: str, *, model: str, time
         )
         loaded.injected = block.items
         item_metrics().selection("fallback" if selection.fallback else selection.mode)
+        if loaded.searched is not None and loaded.searched.text:
+            parts.append(loaded.searched.text)
         return parts
     except Exception:  # noqa: BLE001 - the turn goes on with the profile alone
         logger.warning("selecting memory items failed; the turn runs without them", exc_info=True)
@@ -89,22 +111,23 @@ def after_turn(
     profile_config: Any,
     skip_window: bool = True,
     earlier_messages: Any = (),
+    keep_episode: bool = True,
 ) -> Any:
-    """Mark the injected items used, then extract items from the exchange; the
+    """Keep the exchange as an episode (``keep_episode``, :func:`record`), mark the injected
+    items used, then extract items from the exchange; the
     :class:`~dbmemory.items.extract.ExtractionResult`, or None when the switch is off or the
     items could not be loaded. Never raises."""
     if loaded is None or not loaded.memory_on:
         return None
+    if keep_episode:
+        record(engine, loaded, user_id=user_id, chat_id=chat_id, user_message=user_message,
+               assistant_message=assistant_message, now=now)
     try:
         if loaded.injected:
-            from dbmemory.items.usage import mark_items_used
-
-            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now)
+            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now, settings=loaded.settings)
     except Exception:  # noqa: BLE001
         logger.warning("marking memory items used failed", exc_info=True)
         count_failure("mark_used")
-    from dbmemory.items.extract import extract_items
-
     result = extract_items(
         engine,
         org_id=loaded.org_id,
@@ -124,14 +147,38 @@ def after_turn(
     return result
 
 
+def record(
+    engine: Engine,
+    loaded: Any,
+    *,
+    user_id: str,
+    chat_id: str | None,
+    user_message: str,
+    assistant_message: str,
+    now: dt.datetime | None,
+) -> int | None:
+    """Keep the exchange as an episode (:func:`dbmemory.items.episodes.record_episode`, its
+    own short transaction; the switches are read again there, so an opt-out committed during
+    the turn is obeyed). Returns the episode id, or None; never raises."""
+    if loaded is None or not loaded.memory_on:
+        return None
+    try:
+        with engine.begin() as conn:
+            return record_episode(
+                conn, user_id, user_message, assistant_message, org_id=loaded.org_id,
+                chat_id=chat_id, turn_at=now, retention_days=loaded.settings.episode_retention_days,
+            )
+    except Exception:  # noqa: BLE001 - the answer is given; the episode is lost, not the turn
+        logger.warning("keeping the conversation episode failed", exc_info=True)
+        count_failure("episode")
+        return None
+
+
 def _rewarm(engine: Engine, org_id: str, user_id: str, now: dt.datetime | None, model: str | None = None) -> None:
     """Read the user's items again after the post-processing changed them (marked used,
     extracted), so the next turn finds them cached (:mod:`dbmemory.items.turn_cache`), and
     render and count the lines of those not counted yet for ``model``
     (:func:`dbmemory.items.inject.count_item_lines`), so the next turn's rendering counts none."""
-    from dbmemory.items.inject import count_item_lines
-    from dbmemory.items.turn_memory import load_turn_items
-
     try:
         with engine.connect() as conn, conn.begin():
             loaded = load_turn_items(conn, org_id=org_id, user_id=user_id, now=now)

@@ -38,7 +38,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dbmemory.core import checks as _v
+from dbmemory.core.checks import (
+    INT64_MAX,
+    argument_error,
+    check_callable,
+    check_int,
+)
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.items.search_tool import run_search_tool
+from dbmemory.tool.schema import tool_schema
 
 __all__ = [
     "MEMORY_TOOL_NAME",
@@ -55,9 +64,12 @@ __all__ = [
     "clip_result",
     "caller_result_text",
     "execute_tool_call",
+    "search_tool_record",
     "execute_tool_calls",
     "handle_tool_calls",
     "is_anthropic_model",
+    "ERROR_PREFIX",
+    "check_tool_list",
 ]
 
 logger = logging.getLogger(__name__)
@@ -146,8 +158,6 @@ def memory_tool_spec(*, native_anthropic: bool = False) -> dict[str, Any]:
     """
     if native_anthropic:
         return {"type": ANTHROPIC_MEMORY_TOOL_TYPE, "name": MEMORY_TOOL_NAME}
-    from dbmemory.tool import tool_schema
-
     schema = tool_schema()
     if schema.get("type") == "function" and "function" in schema:
         return schema
@@ -171,10 +181,8 @@ def memory_tools(
         InvalidArgumentError: a caller tool is also named ``"memory"``; ``extra_tools`` is not
             an iterable of mappings; ``native_anthropic`` is not a bool.
     """
-    from dbmemory import validate as _v
-
     _v.check_bool(native_anthropic, "native_anthropic")
-    extra_tools = _v.check_tool_list(extra_tools, "extra_tools")
+    extra_tools = check_tool_list(extra_tools, "extra_tools")
     tools = [memory_tool_spec(native_anthropic=native_anthropic)]
     for tool in extra_tools:
         if _tool_name(tool) == MEMORY_TOOL_NAME:
@@ -356,6 +364,32 @@ def execute_tool_call(
     )
 
 
+def search_tool_record(
+    conn: Any,
+    call: object,
+    *,
+    user_id: str | None,
+    org_id: str = "default",
+    now: Any = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+) -> ToolCallRecord:
+    """Execute one ``memory_search`` call on ``conn`` for ``user_id``
+    (:func:`dbmemory.items.search_tool.run_search_tool`; never raises)."""
+    call_id, name, arguments = tool_call_parts(call)
+    started = time.perf_counter()
+    result = run_search_tool(conn, decode_arguments(arguments), user_id=user_id, org_id=org_id, now=now)
+    text, clipped = clip_result(result, max_result_chars)
+    return ToolCallRecord(
+        id=call_id,
+        name=name,
+        arguments=arguments,
+        result=text,
+        is_error=text.startswith(ERROR_PREFIX),
+        duration_s=time.perf_counter() - started,
+        clipped=clipped,
+    )
+
+
 def execute_tool_calls(
     tool_calls: Sequence[object],
     memory_tool: _Executes | None,
@@ -403,10 +437,43 @@ def handle_tool_calls(
             ``execute``; ``tool_handler`` is not callable; ``max_result_chars`` is not a whole
             number (the caller's mistakes, before any call runs).
     """
-    from dbmemory import validate as _v
 
-    _v.check_tool_calls_arguments(tool_calls, memory_tool, tool_handler, max_result_chars)
+    check_tool_calls_arguments(tool_calls, memory_tool, tool_handler, max_result_chars)
     records = execute_tool_calls(
         tool_calls, memory_tool, tool_handler=tool_handler, max_result_chars=max_result_chars
     )
     return [tool_message(r.id, r.result, name=r.name) for r in records]
+
+
+def check_tool_list(tools: object, name: str = "tools") -> list[Any]:
+    """A list or tuple of tool definitions, each a mapping (OpenAI function format). Returns
+    them as a list."""
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, (list, tuple)):
+        raise argument_error(name, tools, "must be a list of tool definitions", "pass a list, or leave it out")
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise argument_error(
+                f"{name}[{index}]", tool, "must be a mapping (OpenAI function format)",
+                "pass e.g. {'type': 'function', 'function': {'name': 'lookup', ...}}",
+            )
+    return list(tools)
+
+
+def check_tool_calls_arguments(
+    tool_calls: object, memory_tool: object, tool_handler: object, max_result_chars: object
+) -> None:
+    """The argument rules of :func:`dbmemory.agent.handle_tool_calls`."""
+    if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(tool_calls, (list, tuple)):
+        raise argument_error(
+            "tool_calls", tool_calls, "must be a list of tool calls",
+            "pass the answer's message.tool_calls (or [])",
+        )
+    if memory_tool is not None and not callable(getattr(memory_tool, "execute", None)):
+        raise argument_error(
+            "memory_tool", memory_tool, "must be a MemoryTool (an object with execute()) or None",
+            "pass dbmemory.MemoryTool(conn, agent_code)",
+        )
+    check_callable(tool_handler, "tool_handler")
+    check_int(max_result_chars, "max_result_chars", minimum=1, maximum=INT64_MAX)
+
+

@@ -22,6 +22,9 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import Engine
 
+from dbmemory.profile.consolidate import UserMemoryPostprocessor
+from dbmemory.profile.metrics import default_metrics
+
 __all__ = [
     "PostProcessing",
     "AsyncPostProcessing",
@@ -48,8 +51,6 @@ def _count_failure(exc: BaseException) -> None:
         _failures += 1
     logger.error("post-turn memory update failed (the turn's answer is unaffected): %s", exc, exc_info=exc)
     try:
-        from dbmemory.profile.metrics import default_metrics
-
         default_metrics().postprocess("error", 0.0)
     except Exception:  # metrics are best effort
         logger.debug("could not count the post-processing failure in the metrics", exc_info=True)
@@ -211,8 +212,6 @@ def consolidate(
     Raises:
         Exception: whatever the pipeline raises (the handle catches, logs and counts it).
     """
-    from dbmemory.profile.consolidate import UserMemoryPostprocessor
-
     kwargs: dict[str, Any] = {"complete": complete, "step_logger": step_logger, "actor": "turn"}
     if now is not None:
         fixed = now if now.tzinfo else now.replace(tzinfo=dt.timezone.utc)

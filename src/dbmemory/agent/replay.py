@@ -29,11 +29,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy.engine import Engine
 
+from dbmemory import llm
+from dbmemory.agent.postprocess import PostProcessing
 from dbmemory.agent.transcripts import Conversation, Exchange, exchanges, safe_component
-from dbmemory.agent.turn import TurnConfig, TurnResult, protocol_mode_after, run_turn
+from dbmemory.agent.turn import protocol_mode_after, run_turn
+from dbmemory.agent.turn_types import TurnConfig, TurnResult
+from dbmemory.errors import DbMemoryError
+from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
+from dbmemory.items.runtime_data import clear_marks
+from dbmemory.items.store import clear_items, list_items, purge_items
 from dbmemory.llm import Completion
+from dbmemory.profile.config import UserMemoryConfig
+from dbmemory.profile.prompts import purpose_of
+from dbmemory.profile.store import delete_profile, read_profile
+from dbmemory.profile.tokens import count_tokens
+from dbmemory.store.moves import clear_store_files
+from dbmemory.store.resolve import resolve_store
 
 __all__ = [
     "REPLAY_SYSTEM_PROMPT",
@@ -89,9 +104,6 @@ class CountingModel:
         self.recorded_reply: str | None = None
 
     def __call__(self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
-        from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
-        from dbmemory.profile.prompts import purpose_of
-
         item_purpose = item_purpose_of(messages)
         purpose = purpose_of(messages) or (f"item_{item_purpose}" if item_purpose else AGENT_PURPOSE)
         stats = self.stats.setdefault(purpose, PurposeStats())
@@ -254,11 +266,6 @@ def reset_replay_memory(engine: Engine, *, agent_code: str, user_id: str, root_f
     default user id, so a second run starts from the same empty state. An agent with another
     scope (agent, shared, global, ...) keeps its store: it is not the replay user's alone.
     """
-    from dbmemory.errors import DbMemoryError
-    from dbmemory.files import clear_store_files
-    from dbmemory.profile.store import delete_profile
-    from dbmemory.stores import resolve_store
-
     with engine.begin() as conn:
         delete_profile(conn, user_id, root_folder=root_folder)
         _reset_items(conn, user_id)
@@ -272,9 +279,6 @@ def reset_replay_memory(engine: Engine, *, agent_code: str, user_id: str, root_f
 
 def _reset_items(conn: Any, user_id: str) -> None:
     """Purge the replay user's items in the default organisation and its extraction marks."""
-    from dbmemory.items import clear_items, purge_items
-    from dbmemory.items.runtime_data import clear_marks
-
     clear_items(conn, user_id, actor="replay-reset")
     purge_items(conn, user_id=user_id, org_id="default", include_grace=True, actor="replay-reset")
     clear_marks(conn, "default", user_id)
@@ -329,8 +333,6 @@ def _progress(enabled: bool, total: int, label: str, console: Any) -> Iterator[C
     if not enabled:
         yield lambda: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -381,12 +383,8 @@ def replay_conversation(
     Returns:
         The :class:`ReplaySummary` (with the final profile text and its size in tokens).
     """
-    from dbmemory.profile.config import UserMemoryConfig
-
     if complete is None:
-        from dbmemory.llm import complete as default_complete
-
-        complete = default_complete
+        complete = llm.complete  # looked up per call: a host may wrap dbmemory.llm.complete
     memory_config = user_memory if user_memory is not None else UserMemoryConfig()
     user = user_id or replay_user_id(conversation)
     counting = CountingModel(complete)
@@ -401,8 +399,6 @@ def replay_conversation(
     started = time.perf_counter()
     total = sum(len(exchanges(s)) for s in conversation.sessions)
     if console is None and progress:
-        from rich.console import Console
-
         console = Console(stderr=True)
     with _progress(progress, total, f"Replaying {conversation.id}", console) as advance:
         for session in conversation.sessions:
@@ -434,7 +430,7 @@ def replay_conversation(
                     started_with = result.memory_protocol
                 _record(summary, result)
                 t0 = time.perf_counter()
-                if result.post_processing is not None:
+                if isinstance(result.post_processing, PostProcessing):  # a sync turn's handle
                     result.post_processing.run()
                 _record_consolidation(summary, result, time.perf_counter() - t0)
                 summary.turns += 1
@@ -455,16 +451,11 @@ def replay_conversation(
 
 
 def _final_profile(engine: Engine, summary: ReplaySummary, memory_config: Any, model: str) -> None:
-    from dbmemory.profile.store import read_profile
-    from dbmemory.profile.tokens import count_tokens
-
     with engine.connect() as conn:
         record = read_profile(conn, summary.user_id, root_folder=memory_config.root_folder)
     if record is not None:
         summary.profile_text = record.text
         summary.profile_tokens = count_tokens(record.text, memory_config.effective_model(model) or model)
-    from dbmemory.items import list_items
-
     with engine.connect() as conn:  # live as of the last replayed turn (auto items expire after 30 days)
         summary.items = [i.to_dict() for i in list_items(conn, summary.user_id, now=summary.last_turn_at)]
 

@@ -50,16 +50,19 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dbmemory.agent.scripted_items import decide_answer, extract_answer, fold_bullets, scrub_answer
+from dbmemory.agent.scripted_text import clip, first_person_statements, is_small_talk, profile_facts
+from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
 from dbmemory.llm import Completion, ToolCall, Usage
+from dbmemory.profile.format import parse_body, render_body
+from dbmemory.profile.prompts import purpose_of
 
 __all__ = [
     "SCRIPTED_MODEL_NAME",
+    "SCRIPTED_CHOSEN_NOTICE",
     "SCRIPTED_NOTICE",
     "ScriptedModel",
     "detect_purpose",
-    "first_person_statements",
-    "is_small_talk",
-    "profile_facts",
 ]
 
 SCRIPTED_MODEL_NAME = "scripted"
@@ -70,13 +73,17 @@ SCRIPTED_NOTICE = (
     "No model configured (--model / DBMEMORY_MODEL): using the scripted stand-in model, "
     "a fixed policy for demonstrations, not a memory model."
 )
-"""The first line of output of every command that uses the stand-in."""
+"""The first line of output of every command that uses the stand-in because no model was given."""
+
+SCRIPTED_CHOSEN_NOTICE = (
+    "Using the scripted stand-in model (--model scripted): "
+    "a fixed policy for demonstrations, not a memory model."
+)
+"""The first line of output of every command run with ``--model scripted`` on purpose."""
 
 NOTES_DIR = "/memories/sessions"
 INDEX_PATH = "/memories/index.md"
 
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _SESSION_LINE = re.compile(r"(?im)^\s*session(?:\s+id)?\s*:\s*([A-Za-z0-9_.\-]+)")
 _TIME_LINE = re.compile(r"\s*current time\b", re.IGNORECASE)
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
@@ -84,47 +91,6 @@ _BUDGET = re.compile(r"(\d[\d,]*)\s*tokens", re.IGNORECASE)
 _LINE_NO = re.compile(r"^\s*(\d+)\t", re.MULTILINE)
 _SENSITIVE = re.compile(
     r"[\w.+-]+@[\w-]+\.[\w.]+|\b\d{9,}\b|\+\d[\d ]{8,}\d|\b(password|passwd|token|api[ _-]?key|secret)\b\s*[:=]",
-    re.IGNORECASE,
-)
-_TRAILING = re.compile(r"[\s,.;:!]+$")
-
-# (compiled pattern, section, key or None, template); key = newest value replaces the old one
-_FACT_RULES: tuple[tuple[re.Pattern[str], str, str | None, str], ...] = (
-    (re.compile(r"\b(?i:my name is) ([A-Z][\w'-]*(?: [A-Z][\w'-]*){0,3})"), "Identity", "Name", "Name: {0}"),
-    (re.compile(r"\bi(?:'m| am) (\d{1,3}) years old\b", re.I), "Identity", "Age", "Age: {0}"),
-    (re.compile(r"\bmy pronouns are ([\w/]+)", re.I), "Identity", "Pronouns", "Pronouns: {0}"),
-    (
-        re.compile(
-            r"\b(?i:i (?:live|am living|'m living|am based|'m based|(?:have |'ve )?(?:just )?moved|relocated)"
-            r" (?:in|to)) ([A-Z][\w'-]*(?:[ ,]+[A-Z][\w'-]*){0,3})"
-        ),
-        "Identity",
-        "Lives in",
-        "Lives in: {0}",
-    ),
-    (
-        re.compile(
-            r"\bi (?:really )?(?:enjoy|love) (?!(?:that|it|this|these|those|you|your|how|what|when|the way|"
-            r"them|him|her|us|to hear|hearing|to see|seeing)\b)([\w' -]{3,60})",
-            re.I,
-        ),
-        "Identity",
-        None,
-        "Enjoys {0}",
-    ),
-    (
-        re.compile(r"\bi work (as (?:a |an )?[\w' -]{3,80}?|at [\w' -]{3,80}?|for [\w' -]{3,80}?)(?:[.,;!]|$)", re.I),
-        "Work Context",
-        "Works",
-        "Works {0}",
-    ),
-    (re.compile(r"\bi(?:'m| am) (?:currently )?learning ([\w' .+#-]{2,60})", re.I), "Skills & Expertise", None, "Learning {0}"),
-    (re.compile(r"\bremind me to ([^.!?\n]{3,120})", re.I), "Follow-ups", None, "Asked to be reminded to {0}"),
-)
-_PREFERENCE = re.compile(r"\bi(?:'d| would)? (?:prefer|like|want) ([^.!?\n]{3,120})", re.I)
-_PREFERENCE_WORDS = re.compile(
-    r"\b(answers?|repl(?:y|ies)|responses?|explanations?|examples?|code|tone|english|language|format|"
-    r"short|brief|concise|detailed|slides|bullet)\b",
     re.IGNORECASE,
 )
 
@@ -137,57 +103,6 @@ def _content_text(content: object) -> str:
             str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
         )
     return "" if content is None else str(content)
-
-
-def first_person_statements(text: str) -> list[str]:
-    """The sentences of ``text`` that state something about the speaker.
-
-    A sentence counts when it has a first-person word (I, I'm, my, me, ...), at least three words,
-    and is not a question.
-
-    Returns:
-        list of sentences, stripped, in order.
-    """
-    text = text.replace("\u2019", "'")
-    out = []
-    for sentence in _SENTENCE_SPLIT.split(text):
-        s = sentence.strip()
-        if not s or s.endswith("?") or len(s.split()) < 3:
-            continue
-        if _FIRST_PERSON.search(s):
-            out.append(s)
-    return out
-
-
-def is_small_talk(text: str) -> bool:
-    """Whether the scripted policy treats ``text`` as small talk (no first-person statement)."""
-    return not first_person_statements(text)
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def profile_facts(text: str) -> list[tuple[str, str | None, str]]:
-    """Obvious profile facts in a user's message, by the fixed rules of this module.
-
-    Returns:
-        list of ``(section, key, bullet text)``; ``key`` is set for single-valued facts (Name,
-        Age, Pronouns, Lives in, Works) whose newest value replaces the old one.
-    """
-    text = text.replace("\u2019", "'")
-    facts: list[tuple[str, str | None, str]] = []
-    for sentence in first_person_statements(text):
-        for pattern, section, key, template in _FACT_RULES:
-            match = pattern.search(sentence)
-            if match:
-                value = _TRAILING.sub("", match.group(1).strip())
-                facts.append((section, key, template.format(_clip(value, 100))))
-        pref = _PREFERENCE.search(sentence)
-        if pref and _PREFERENCE_WORDS.search(pref.group(1)):
-            facts.append(("Communication Preferences", None, "Prefers " + _clip(_TRAILING.sub("", pref.group(1)), 120)))
-    return facts
 
 
 def detect_purpose(messages: Sequence[Mapping[str, Any]], tools: object = None, **kwargs: Any) -> str:
@@ -203,17 +118,14 @@ def detect_purpose(messages: Sequence[Mapping[str, Any]], tools: object = None, 
     purpose = kwargs.get("purpose") or (kwargs.get("metadata") or {}).get("purpose")
     if purpose:
         return str(purpose)
-    from dbmemory.profile.prompts import purpose_of
-
-    known = purpose_of(list(messages))
+    known = purpose_of([dict(m) for m in messages])
     if known:
         return known
-    from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
-
-    item_purpose = item_purpose_of(list(messages))
+    item_purpose = item_purpose_of([dict(m) for m in messages])
     if item_purpose:
         return f"item_{item_purpose}"
-    for tool in tools or ():
+    offered: Sequence[Any] = tools or ()  # type: ignore[assignment]  # litellm's loose tool list
+    for tool in offered:
         name = tool.get("name") or (tool.get("function") or {}).get("name") if isinstance(tool, Mapping) else None
         if name == "memory":
             return "agent"
@@ -280,7 +192,7 @@ class ScriptedModel:
         if isinstance(result, Completion):
             out = result
         else:
-            out = Completion(text=result, finish_reason="stop")
+            out = Completion(text=str(result), finish_reason="stop")
         out_chars = len(out.text) + sum(len(str(c.arguments)) for c in out.tool_calls)
         out.usage = Usage(prompt_tokens=max(1, prompt_chars // 4), completion_tokens=max(1, out_chars // 4))
         return out
@@ -352,9 +264,6 @@ class ScriptedModel:
     def _rewrite(self, messages: list[dict[str, Any]]) -> str:
         prompt = self._data(messages)
         user_text = _extract_user_text(prompt)
-        from dbmemory.agent.scripted_items import fold_bullets
-        from dbmemory.profile.format import parse_body, render_body
-
         folded = fold_bullets(user_text)
         if folded is not None:  # a summary fold of memory items
             sections = parse_body(_extract_body(prompt)).sections
@@ -376,7 +285,7 @@ class ScriptedModel:
                 lines[:] = [line for line in lines if not line.startswith(f"- {key.split()[0]}")]
             if f"- {bullet}" not in lines:
                 lines.append(f"- {bullet}")
-        topic = _clip(" ".join(statements[:2]), 200)
+        topic = clip(" ".join(statements[:2]), 200)
         bullets["Recent Topics"].insert(0, f"- {self._stamp(when)}: {topic}")  # newest first
         bullets["Recent Topics"] = bullets["Recent Topics"][: self.recent_topics_limit]
         bullets["Follow-ups"] = bullets["Follow-ups"][-5:]
@@ -389,8 +298,6 @@ class ScriptedModel:
         return "\n".join(line for line in body.split("\n") if not _SENSITIVE.search(line)) + "\n"
 
     def _condense(self, messages: list[dict[str, Any]]) -> str:
-        from dbmemory.profile.format import parse_body, render_body
-
         prompt = "\n".join(_content_text(m.get("content")) for m in messages)
         budgets = [int(b.replace(",", "")) for b in _BUDGET.findall(prompt)]
         budget = min(budgets) if budgets else 2000
@@ -404,20 +311,14 @@ class ScriptedModel:
         return render_body({name: "\n".join(lines) for name, lines in bullets.items()})
 
     def _item_extract(self, messages: list[dict[str, Any]]) -> str:
-        from dbmemory.agent.scripted_items import extract_answer
-
         earlier = _tag(self._data(messages), "earlier_user_messages") or ""
         lines = [line[2:] for line in earlier.splitlines() if line.startswith("- ")]
         return extract_answer("\n".join([*lines, self._user_text(messages)]))
 
     def _item_scrub(self, messages: list[dict[str, Any]]) -> str:
-        from dbmemory.agent.scripted_items import scrub_answer
-
         return scrub_answer(_tag(self._data(messages), "facts") or "")
 
     def _item_decide(self, messages: list[dict[str, Any]]) -> str:
-        from dbmemory.agent.scripted_items import decide_answer
-
         data = self._data(messages)
         return decide_answer(_tag(data, "facts") or "", _tag(data, "items") or "")
 
@@ -435,7 +336,8 @@ def _tag(prompt: str, *names: str) -> str | None:
     for name in names:
         blocks = re.findall(rf"<{name}>\n?(.*?)\n?</{name}>", prompt, re.DOTALL)
         if blocks:
-            return blocks[-1]
+            last: str = blocks[-1]
+            return last
     return None
 
 
@@ -494,7 +396,7 @@ class _AgentPlan:
         if not statements:
             return "(scripted stand-in) Noted nothing new: that message holds no statement about you."
         notes = f"{NOTES_DIR}/{self.session}.md"
-        bullet = f"- {self.stamp}: {_clip(' '.join(statements[:2]), 200)}"
+        bullet = f"- {self.stamp}: {clip(' '.join(statements[:2]), 200)}"
         new_session = notes not in listing
         if new_session:
             text = f"# Notes of session {self.session}\n\nUpdated: {self.stamp}\n\n{bullet}\n"

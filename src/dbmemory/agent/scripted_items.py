@@ -32,6 +32,10 @@ import json
 import re
 from collections.abc import Sequence
 
+from dbmemory.agent.scripted_text import first_person_statements, profile_facts
+from dbmemory.items.extract_prompts import normalise
+from dbmemory.items.summary import FOLD_HEADER
+
 __all__ = ["fold_bullets", "third_person_facts", "extract_answer", "scrub_answer", "decide_answer", "fact_key"]
 
 _HEDGE = re.compile(r"\b(maybe|perhaps|probably|might|i think|not sure)\b", re.IGNORECASE)
@@ -70,8 +74,6 @@ def fact_key(text: str) -> str | None:
 
 def third_person_facts(user_text: str) -> list[tuple[str, float]]:
     """``(fact, confidence)`` by the rule in the module doc."""
-    from dbmemory.agent.scripted import first_person_statements, profile_facts
-
     out: list[tuple[str, float]] = []
     for sentence in first_person_statements(user_text):
         hedged = bool(_HEDGE.search(sentence))
@@ -107,8 +109,6 @@ def scrub_answer(facts_block: str) -> str:
 
 def decide_answer(facts_block: str, items_block: str) -> str:
     """The decisions by the rule in the module doc."""
-    from dbmemory.items.extract_prompts import normalise
-
     items = [(m.group(1), m.group(2)) for m in re.finditer(r"^\[([^\]]+)\] (.*)$", items_block, re.MULTILINE)]
     decisions: list[dict[str, object]] = []
     for number, fact in enumerate(_numbered(facts_block), 1):
@@ -138,8 +138,6 @@ _FOLD_SECTIONS = (
 
 def fold_bullets(user_text: str) -> list[tuple[str, str]] | None:
     """``(section, bullet)`` per item of a summary-fold message, or None for another message."""
-    from dbmemory.items.summary import FOLD_HEADER
-
     if not user_text.startswith(FOLD_HEADER):
         return None
     out: list[tuple[str, str]] = []

@@ -17,8 +17,17 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dbmemory.agent.scripted import SCRIPTED_MODEL_NAME, SCRIPTED_NOTICE, ScriptedModel
-from dbmemory.errors import StorageError
+from dbmemory import llm
+from dbmemory.agent.scripted import (
+    SCRIPTED_CHOSEN_NOTICE,
+    SCRIPTED_MODEL_NAME,
+    SCRIPTED_NOTICE,
+    ScriptedModel,
+)
+from dbmemory.db import migrate
+from dbmemory.db.dialect.base import is_sqlite
+from dbmemory.errors import NotFoundError, StorageError
+from dbmemory.store.agents import enable_for_agent, get_agent_config
 
 __all__ = ["ModelChoice", "choose_model", "ensure_schema", "ensure_agent"]
 
@@ -57,11 +66,11 @@ def choose_model(model: str | None, *, check: bool = True) -> ModelChoice:
         ModelError: the model cannot be used; its ``cli_message`` names ``--model scripted``.
     """
     name = (model or "").strip()
-    if not name or name == SCRIPTED_MODEL_NAME:
+    if not name:
         return ModelChoice(SCRIPTED_MODEL_NAME, ScriptedModel(), True, SCRIPTED_NOTICE)
+    if name == SCRIPTED_MODEL_NAME:
+        return ModelChoice(SCRIPTED_MODEL_NAME, ScriptedModel(), True, SCRIPTED_CHOSEN_NOTICE)
     if check:
-        from dbmemory import llm
-
         llm.preflight(name, llm.complete)  # a test's fake model call is not checked
     return ModelChoice(name, None, False, None)
 
@@ -75,11 +84,9 @@ def ensure_schema(engine: Engine) -> bool:
     Raises:
         StorageError: a non-SQLite database without the schema (run ``dbmemory db upgrade``).
     """
-    from dbmemory.db import migrate
-
     if migrate.current(engine) is not None:
         return False
-    if engine.dialect.name != "sqlite":
+    if not is_sqlite(engine):
         raise StorageError(
             "this database has no dbmemory tables: run 'dbmemory db upgrade' (with the same --url) first"
         )
@@ -95,9 +102,6 @@ def ensure_agent(engine: Engine, agent_code: str, *, scope: str = "user") -> boo
     Returns:
         True when this call enabled it.
     """
-    from dbmemory.errors import NotFoundError
-    from dbmemory.stores import enable_for_agent, get_agent_config
-
     with engine.begin() as conn:
         try:
             get_agent_config(conn, agent_code)

@@ -2,7 +2,7 @@
 
 A turn:
 
-1. checks that the agent's store can be named (:func:`dbmemory.stores.check_run_ready`): a
+1. checks that the agent's store can be named (:func:`dbmemory.store.resolve.check_run_ready`): a
    context-scoped agent without its key fails here, before any model call. An agent whose memory
    was never enabled (or is disabled) runs without the MEMORY tool;
 2. loads the user's profile (when user memory is on for the turn and a ``user_id`` is given) and
@@ -52,56 +52,48 @@ system prompt each turn), ``"omit"`` never adds it.
 """
 
 from __future__ import annotations
-from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from dbmemory import llm
+from dbmemory.agent import item_memory
 from dbmemory.agent._drivers import TurnConnection, drive_async, drive_sync, sync_complete
-from dbmemory.agent._turn_loop import (  # noqa: F401  (re-exported: the turn's steps)
-    LOAD_FAILED_NOTE,
-    _Context,
-    _earlier_user_texts,
-    _emit,
-    _last_user_text,
-    _limit_record,
-    _load,
-    _memory_model,
-    _memory_tool,
-    _ongoing,
-    _split_system,
-    _turn,
-    _wants_protocol,
+from dbmemory.agent._turn_loop import (
+    Context,
+    earlier_user_texts,
+    emit,
+    last_user_text,
+    memory_model,
+    turn_steps,
+    turn_user,
 )
+from dbmemory.agent.checks import check_turn_arguments
 from dbmemory.agent.litellm_tools import ToolHandler
-from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing, post_processing_failures
-from dbmemory.agent.turn_types import (  # noqa: F401  (re-exported: the turn's values)
-    DEFAULT_MAX_TOOL_CALLS,
+from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing, consolidate
+from dbmemory.agent.turn_types import (
     EventHandler,
-    ModelCallRecord,
     PostProcessMode,
     ProtocolMode,
     TurnConfig,
-    TurnEvent,
     TurnResult,
-    _check_config_fields,
 )
+from dbmemory.db.dialect.base import is_memory_sqlite
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.engine import connect
 from dbmemory.errors import InvalidArgumentError
-from dbmemory.llm import CompleteFn
+from dbmemory.items.model import check_org
+from dbmemory.llm import CompleteFn, acomplete, preflight
+from dbmemory.profile.config import UserMemoryConfig
 
 __all__ = [
-    "TurnConfig",
-    "TurnEvent",
-    "ModelCallRecord",
-    "TurnResult",
     "run_turn",
     "arun_turn",
-    "DEFAULT_MAX_TOOL_CALLS",
-    "post_processing_failures",
     "protocol_mode_after",
 ]
 
@@ -125,13 +117,13 @@ def _prepare(
     on_event: EventHandler | None,
     step_logger: Any,
     org_id: str = "default",
-) -> _Context:
+) -> Context:
     if not messages or not any(m.get("role") == "user" for m in messages):
         raise InvalidArgumentError("messages must hold at least one user message: the turn answers it")
     if not model:
         raise InvalidArgumentError("model must name a litellm model, e.g. 'gpt-4o-mini'")
     cfg = config or TurnConfig()
-    ctx = _Context(
+    ctx = Context(
         agent_code=agent_code,
         user_id=user_id,
         session_id=session_id,
@@ -148,22 +140,18 @@ def _prepare(
     ctx.memory_on = bool(cfg.user_memory_enabled and user_id is not None)
     ctx.items_on = bool(cfg.item_memory and user_id is not None)
     if ctx.memory_on:
-        from dbmemory.profile.config import UserMemoryConfig
-
         ctx.memory_config = cfg.user_memory if cfg.user_memory is not None else UserMemoryConfig()
     return ctx
 
 
 def _effective_mode(engine: Engine, given_engine: bool, mode: PostProcessMode) -> PostProcessMode:
-    from dbmemory.db.dialect import is_memory_sqlite
-
     if mode in ("background",) and is_memory_sqlite(engine):
         # one shared DB-API connection: never use it from two threads at once
         return "inline" if given_engine else "deferred"
     return mode
 
 
-def _wants_post_processing(ctx: _Context) -> bool:
+def _wants_post_processing(ctx: Context) -> bool:
     if ctx.load_failed:  # no memory update after a turn whose memory could not be loaded
         return False
     items_on = ctx.items is not None and ctx.items.memory_on
@@ -171,36 +159,33 @@ def _wants_post_processing(ctx: _Context) -> bool:
 
 
 def _consolidation(
-    ctx: _Context, engine: Engine, answer: str, complete: CompleteFn, turn: TurnResult | None = None
+    ctx: Context, engine: Engine, answer: str, complete: CompleteFn, turn: TurnResult | None = None
 ) -> Callable[[], Any]:
-    from dbmemory.agent.postprocess import consolidate
-
-    user_text = _last_user_text(ctx.messages)
+    user_text = last_user_text(ctx.messages)
 
     def job() -> Any:
         result = _consolidate_profile() if ctx.memory_on else None
         if ctx.items is not None and ctx.items.memory_on:
-            from dbmemory.agent import item_memory
-
             extraction = item_memory.after_turn(
-                engine, ctx.items, user_id=ctx.user_id, chat_id=ctx.session_id,
+                engine, ctx.items, user_id=turn_user(ctx), chat_id=ctx.session_id,
                 user_message=user_text, assistant_message=answer, complete=complete,
                 model=ctx.model, now=ctx.config.now, timeout=ctx.config.timeout_s,
                 profile_config=ctx.memory_config, skip_window=ctx.config.item_skip_window,
-                earlier_messages=_earlier_user_texts(ctx.messages),
+                earlier_messages=earlier_user_texts(ctx.messages),
+                keep_episode=ctx.config.memory_search,
             )
             if turn is not None:
                 turn.item_extraction = extraction
-            _emit(ctx, "items_extracted", extraction)
+            emit(ctx, "items_extracted", extraction)
         return result
 
     def _consolidate_profile() -> Any:
-        _emit(ctx, "memory_updating")
+        emit(ctx, "memory_updating")
         result = consolidate(
             engine,
             config=ctx.memory_config,
-            model=_memory_model(ctx),
-            user_id=ctx.user_id,
+            model=memory_model(ctx),
+            user_id=turn_user(ctx),
             state=ctx.state,
             user_message=user_text,
             assistant_message=answer,
@@ -209,7 +194,7 @@ def _consolidation(
             step_logger=ctx.step_logger,
             timeout=ctx.config.timeout_s,
         )
-        _emit(ctx, "memory_updated", result)
+        emit(ctx, "memory_updated", result)
         return result
 
     return job
@@ -217,18 +202,14 @@ def _consolidation(
 
 def _check_turn_arguments(**arguments: Any) -> None:
     """Check every argument of :func:`run_turn`/:func:`arun_turn` before any SQL or model call
-    (:func:`dbmemory.validate.check_turn_arguments`)."""
-    from dbmemory.validate import check_turn_arguments
-
+    (:func:`dbmemory.agent.checks.check_turn_arguments`)."""
     arguments.pop("step_logger", None)
-    from dbmemory.items.model import check_org
-
     check_org(arguments.pop("org_id", "default"))
     check_turn_arguments(arguments.pop("engine_or_conn"), **arguments)
 
 
-def _on_failure(ctx: _Context) -> Callable[[BaseException], None]:
-    return lambda exc: _emit(ctx, "memory_update_failed", exc)
+def _on_failure(ctx: Context) -> Callable[[BaseException], None]:
+    return lambda exc: emit(ctx, "memory_update_failed", exc)
 
 
 def run_turn(
@@ -270,7 +251,7 @@ def run_turn(
         config: a :class:`TurnConfig`; None = defaults.
         complete: the model call (default :func:`dbmemory.llm.complete`); tests inject a fake,
             the CLI the scripted stand-in. Also used by the consolidation.
-        on_event: callback receiving :class:`TurnEvent` as things happen (for display).
+        on_event: callback receiving :class:`~dbmemory.agent.turn_types.TurnEvent` as things happen (for display).
         step_logger: the host's :class:`~dbmemory.profile.events.StepLogger` for the profile's
             step events ("Loading context memory", "Updating your memory", "Review your context
             memory"), or None.
@@ -282,13 +263,17 @@ def run_turn(
         already done (``inline``), waiting for ``start()`` (``deferred``), or None.
 
     Raises:
-        NotFoundError, InvalidScopeError: from :func:`~dbmemory.stores.check_run_ready` (e.g. a
+        NotFoundError, InvalidScopeError: from :func:`~dbmemory.store.resolve.check_run_ready` (e.g. a
             context-scoped agent without its key), before any model call.
         InvalidArgumentError: no user message, no model, or a caller tool named ``memory``.
         ModelError: the model cannot be used: checked before the turn starts when the default
             model call is used (a missing provider key such as OPENAI_API_KEY, a model name
             litellm does not know, a local server that refuses connections), or the provider's
             error during the turn, as one line with the remedy (litellm's exception chained).
+        StorageError, ConflictError: a database failure outside the MEMORY tool (the tool
+            answers its own failures to the model as text): the engine cannot connect (code
+            ``connect_failed``, naming host:port/database), its pool is exhausted (code
+            ``pool_exhausted``), a statement timed out; the driver's error is chained.
         Exception: what a caller's ``complete`` raises (memory writes already committed by the
             turn's earlier tool calls stay; with a Connection the caller decides).
     """
@@ -308,21 +293,21 @@ def run_turn(
         org_id=org_id,
     )
     if complete is None:
-        from dbmemory.llm import complete as default_complete
-
-        complete = default_complete
-    from dbmemory.llm import preflight
-
+        complete = llm.complete  # looked up per call: a host may wrap dbmemory.llm.complete
     preflight(ctx.model, complete, model_kwargs=ctx.config.model_kwargs)  # a missing key fails here, at once
-    given_engine = isinstance(engine_or_conn, Engine)
-    if given_engine:
-        engine = engine_or_conn
-        with engine.connect() as conn:  # short transactions of its own, none across a model call
-            result = drive_sync(_turn(ctx), TurnConnection(conn, owned=True), ctx, complete)
-    else:
-        conn = engine_or_conn
-        engine = conn.engine
-        result = drive_sync(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
+    caller_conn = None if isinstance(engine_or_conn, Engine) else engine_or_conn
+    engine = engine_or_conn if isinstance(engine_or_conn, Engine) else engine_or_conn.engine
+    given_engine = caller_conn is None
+    result: TurnResult
+    try:
+        if caller_conn is None:
+            # short transactions of its own, none across a model call
+            with connect(engine, "starting the turn") as conn:
+                result = drive_sync(turn_steps(ctx), TurnConnection(conn, owned=True), ctx, complete)
+        else:
+            result = drive_sync(turn_steps(ctx), TurnConnection(caller_conn, owned=False), ctx, complete)
+    except sa.exc.SQLAlchemyError as exc:  # a database failure outside the MEMORY tool
+        raise translate_db_error(exc, "running the turn", target=engine) from exc
     if _wants_post_processing(ctx):
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
         handle = PostProcessing(
@@ -376,24 +361,27 @@ async def arun_turn(
         org_id=org_id,
     )
     if complete is None:
-        from dbmemory.llm import acomplete
-
         complete = acomplete
-    from dbmemory.llm import preflight
-
     preflight(ctx.model, complete, model_kwargs=ctx.config.model_kwargs)
-    given_engine = isinstance(engine_or_conn, Engine)
-    if given_engine:
-        engine = engine_or_conn
-        conn = await asyncio.to_thread(engine.connect)
-        try:
-            result = await drive_async(_turn(ctx), TurnConnection(conn, owned=True), ctx, complete)
-        finally:
-            await asyncio.to_thread(conn.close)  # rolls back a transaction a failure left open
-    else:
-        conn = engine_or_conn
-        engine = conn.engine
-        result = await drive_async(_turn(ctx), TurnConnection(conn, owned=False), ctx, complete)
+    caller_conn = None if isinstance(engine_or_conn, Engine) else engine_or_conn
+    engine = engine_or_conn if isinstance(engine_or_conn, Engine) else engine_or_conn.engine
+    given_engine = caller_conn is None
+    result: TurnResult
+    try:
+        if caller_conn is None:
+            conn = await asyncio.to_thread(connect, engine, "starting the turn")
+            try:
+                result = await drive_async(
+                    turn_steps(ctx), TurnConnection(conn, owned=True), ctx, complete
+                )
+            finally:
+                await asyncio.to_thread(conn.close)  # rolls back a transaction a failure left open
+        else:
+            result = await drive_async(
+                turn_steps(ctx), TurnConnection(caller_conn, owned=False), ctx, complete
+            )
+    except sa.exc.SQLAlchemyError as exc:  # a database failure outside the MEMORY tool
+        raise translate_db_error(exc, "running the turn", target=engine) from exc
     if _wants_post_processing(ctx):
         mode = _effective_mode(engine, given_engine, ctx.config.post_process)
         handle = AsyncPostProcessing(
@@ -407,7 +395,7 @@ async def arun_turn(
     return result
 
 
-def protocol_mode_after(started_with: bool | None) -> str:
+def protocol_mode_after(started_with: bool | None) -> ProtocolMode:
     """``TurnConfig.memory_protocol`` for a conversation's next turn: the first decides
     (``auto``); later turns keep what the first one sent (UC AI: an open conversation keeps the
     system prompt it started with)."""

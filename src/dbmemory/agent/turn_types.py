@@ -2,7 +2,7 @@
 display), :class:`ModelCallRecord` and :class:`TurnResult` (what it produced).
 
 :func:`dbmemory.agent.turn.run_turn` and :func:`~dbmemory.agent.turn.arun_turn` take and return
-them; :mod:`dbmemory.agent.turn` re-exports every name.
+them; :mod:`dbmemory.agent` exposes the public ones.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from dbmemory.agent.litellm_tools import DEFAULT_MAX_RESULT_CHARS, MEMORY_TOOL_NAME, ToolCallRecord
 from dbmemory.agent.postprocess import AsyncPostProcessing, PostProcessing
+from dbmemory.core import checks as _v
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.llm import Usage
 
@@ -23,6 +24,8 @@ __all__ = [
     "ProtocolMode",
     "TurnConfig",
     "TurnEvent",
+    "StepEvent",
+    "step_of",
     "EventHandler",
     "ModelCallRecord",
     "TurnResult",
@@ -35,9 +38,7 @@ PostProcessMode = Literal["background", "inline", "deferred", "off"]
 ProtocolMode = Literal["auto", "include", "omit"]
 
 def _check_config_fields(config: TurnConfig) -> None:
-    """The rules of TurnConfig's other fields (:mod:`dbmemory.validate`)."""
-    from dbmemory import validate as _v
-
+    """The rules of TurnConfig's other fields (:mod:`dbmemory.core.checks`)."""
     _v.check_int(config.max_tool_result_chars, "max_tool_result_chars", minimum=1, maximum=_v.INT64_MAX)
     _v.check_bool(config.user_memory_enabled, "user_memory_enabled")
     _v.check_bool(config.native_anthropic_memory_tool, "native_anthropic_memory_tool")
@@ -47,6 +48,7 @@ def _check_config_fields(config: TurnConfig) -> None:
     _v.check_now(config.now)
     _v.check_bool(config.item_memory, "item_memory")
     _v.check_bool(config.item_skip_window, "item_skip_window")
+    _v.check_bool(config.memory_search, "memory_search")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class TurnConfig:
             (``session_id``): a message less than ``skip_window_seconds`` after the chat's last
             extraction is not extracted. False extracts every turn (``replay`` passes False:
             recorded transcripts carry one time per session, not per message).
+        memory_search: with the item memory on, keep each exchange as an episode after the
+            turn and inject the episodes and file snippets found for the user's message
+            (:mod:`dbmemory.items.search_inject`, within the organisation's
+            ``search_token_budget``). The memory switch and the opt-out apply as for the items.
     """
 
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
@@ -99,6 +105,7 @@ class TurnConfig:
     memory_protocol: ProtocolMode = "auto"
     item_memory: bool = True
     item_skip_window: bool = True
+    memory_search: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tool_calls, bool) or not isinstance(self.max_tool_calls, int) or self.max_tool_calls < 0:
@@ -135,6 +142,70 @@ class TurnEvent:
 
     kind: str
     data: object = None
+
+    @property
+    def step(self) -> StepEvent:
+        """This event as a typed step a chat UI can show as a badge (:class:`StepEvent`)."""
+        return step_of(self)
+
+
+StepStatus = Literal["running", "ok", "failed", "limited"]
+StepKind = Literal["memory", "items", "model", "tool", "answer", "other"]
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One step of a turn, typed for display (a badge such as "memory view ✓").
+
+    Attributes:
+        name: the step: ``"memory_load"``, ``"items_load"``, ``"model_call"``, the tool's
+            name and command for a tool call (``"memory view"``, ``"get_weather"``),
+            ``"tool_limit"``, ``"answer"``, ``"items_extract"``, ``"memory_update"``; the
+            event's kind for an event this version does not know.
+        status: ``"running"`` (the step started: ``memory_loading``, ``memory_updating``),
+            ``"ok"``, ``"failed"`` (``memory_load_failed``, ``memory_update_failed``, a tool
+            call whose answer is an error) or ``"limited"`` (``tool_limit``: the turn's
+            ``max_tool_calls`` was reached).
+        kind: what the step is about: ``"memory"`` (the profile), ``"items"`` (memory
+            items), ``"model"``, ``"tool"``, ``"answer"``, or ``"other"``.
+        event: the :attr:`TurnEvent.kind` it was made from.
+    """
+
+    name: str
+    status: StepStatus
+    kind: StepKind
+    event: str
+
+
+_STEPS: dict[str, tuple[str, StepStatus, StepKind]] = {
+    "memory_loading": ("memory_load", "running", "memory"),
+    "memory_loaded": ("memory_load", "ok", "memory"),
+    "memory_load_failed": ("memory_load", "failed", "memory"),
+    "items_loaded": ("items_load", "ok", "items"),
+    "model_call": ("model_call", "ok", "model"),
+    "tool_limit": ("tool_limit", "limited", "tool"),
+    "answer": ("answer", "ok", "answer"),
+    "items_extracted": ("items_extract", "ok", "items"),
+    "memory_updating": ("memory_update", "running", "memory"),
+    "memory_updated": ("memory_update", "ok", "memory"),
+    "memory_update_failed": ("memory_update", "failed", "memory"),
+}
+
+
+def step_of(event: TurnEvent) -> StepEvent:
+    """The :class:`StepEvent` of ``event`` (see its attributes for the mapping)."""
+    if event.kind == "tool_call":
+        record = event.data
+        name = str(getattr(record, "name", "tool"))
+        command = getattr(record, "command", None)  # the MEMORY tool's command, if any
+        if isinstance(command, str) and command:
+            name = f"{name} {command}"
+        status: StepStatus = "failed" if getattr(record, "is_error", False) else "ok"
+        return StepEvent(name, status, "tool", event.kind)
+    known = _STEPS.get(event.kind)
+    if known is None:
+        return StepEvent(event.kind, "ok", "other", event.kind)
+    return StepEvent(*known, event.kind)
 
 
 EventHandler = Callable[[TurnEvent], None]

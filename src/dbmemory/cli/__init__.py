@@ -1,10 +1,13 @@
 """The ``dbmemory`` command line (typer + rich).
 
-Each command group lives in its own module that exposes ``register(app)``; :data:`COMMAND_MODULES`
-lists them in help order (append a name to add a module such as ``profile`` or ``mcp``).
+Each command group lives in its own module of this package that exposes ``register(app)``;
+:data:`COMMANDS` lists every top-level command in help order with the modules that define it
+and its one-line help (add a line there to add a command).
 
-Start-up stays fast: importing this package loads typer and dbmemory's light modules only.
-SQLAlchemy, alembic and rich load inside the commands that use them, and nothing imports litellm.
+Start-up stays fast: the commands are lazy (:class:`~dbmemory.cli._common.LazyCommand`), so
+``dbmemory --help`` imports typer, :mod:`dbmemory.cli._common` and :mod:`dbmemory.errors` only,
+never SQLAlchemy, and a command's module (with SQLAlchemy, alembic and rich) is imported when
+that command runs or shows its own help. Nothing imports litellm before a model is called.
 
 Example:
     $ dbmemory db upgrade
@@ -14,21 +17,41 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
 import typer
 
-from dbmemory.cli import _help  # noqa: F401 - flags show no <bool> in help
+  # noqa: F401 - flags show no <bool> in help
 from dbmemory.cli._common import EXIT_CODES_HELP, DbMemoryGroup, set_debug
+from dbmemory.cli._help import flags_show_no_value
 
-__all__ = ["app", "main", "COMMAND_MODULES", "register_commands"]
+__all__ = ["app", "main", "COMMANDS"]
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "replay", "chat", "db", "agent", "files", "files_transfer", "tool", "expire", "doctor", "profile",
-    "items", "admin", "mcp", "demo",
-)
-"""Modules of :mod:`dbmemory.cli` whose ``register(app)`` adds their commands, in help order."""
+COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "replay": (("replay",), "Replay a recorded multi-session conversation turn by turn through the memory pipeline."),
+    "eval": (("eval",), "Measure what dbmemory's memory gives the model (docs/eval.md)."),
+    "chat": (("chat",), "Chat with an agent that has database memory, in the terminal."),
+    "db": (("db",), "Install, inspect and remove dbmemory's tables."),
+    "agent": (("agent",), "Turn memory on or off for an agent; set scope and caps."),
+    "files": (("files", "files_transfer"), "List, read, write and delete the files of a store."),
+    "tool": (("tool",), "Run one MEMORY command (view, create, str_replace, insert, delete, rename) and commit."),
+    "expire": (("expire",), "Delete files untouched for --days days, in every store or one; print the count."),
+    "doctor": (("doctor",), "Check the database: version, schema revision, settings, expiry job, contents."),
+    "profile": (("profile",), "Show, edit and consolidate user profiles."),
+    "items": (("items",), "Manage a user's memory items."),
+    "search": (("search",), "Search a user's memory: earlier conversations, items, profile and files, best first."),
+    "audit": (("admin",), "Print audit events, newest first (never any memory text: sizes only)."),
+    "settings": (("admin",), "Show or change organisation settings."),
+    "org-memory": (("admin",), "Show or replace the organisation memory."),
+    "users": (("admin",), "Export or forget one user (DSAR); the memory switch and the opt-out."),
+    "mcp": (("mcp",), "Serve the MEMORY tool (and the user's profile, read-only) to MCP clients over stdio."),
+    "demo": (("demo",), "Run a scripted session of MEMORY tool calls against a new SQLite database."),
+}
+"""Every top-level command, in help order: name -> ``(modules of dbmemory.cli that define it, each
+with ``register(app)``, one-line help)``. The module is imported only when its command runs
+(:class:`~dbmemory.cli._common.LazyCommand`); a test checks that each line matches what the
+module registers."""
 
 app = typer.Typer(
     name="dbmemory",
@@ -55,8 +78,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             typer.echo(f"dbmemory {version('dbmemory')}")
         except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -87,29 +108,8 @@ def _root(
     set_debug(debug)
 
 
-def register_commands(target: typer.Typer, modules: tuple[str, ...] = COMMAND_MODULES) -> None:
-    """Import each ``dbmemory.cli.<name>`` module and call its ``register(target)``.
-
-    Args:
-        target: the typer app to add commands to.
-        modules: module names under :mod:`dbmemory.cli`.
-    """
-    for name in modules:
-        commands, groups = len(target.registered_commands), len(target.registered_groups)
-        module = importlib.import_module(f"{__name__}.{name}")
-        module.register(target)
-        added = [
-            c.name or c.callback.__name__.replace("_", "-")  # type: ignore[union-attr]
-            for c in target.registered_commands[commands:]
-        ]
-        added += [
-            g.name or g.typer_instance.info.name  # type: ignore[misc]
-            for g in target.registered_groups[groups:]
-        ]
-        DbMemoryGroup.command_order.extend(n for n in added if isinstance(n, str))
-
-
-register_commands(app)
+DbMemoryGroup.lazy_commands = COMMANDS
+flags_show_no_value()  # help shows flags without a <bool> value column
 
 
 def main() -> None:

@@ -21,24 +21,28 @@ the full traceback with the driver's own error after that line, for operators.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import importlib
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import traceback
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+import typer.core
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
+from dbmemory.llm import default_call_is_litellm, missing_key_error
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from sqlalchemy.engine import Connection, Engine
+    pass
 
 __all__ = [
     "EXIT_OK",
@@ -55,16 +59,13 @@ __all__ = [
     "describe_error",
     "plural",
     "error_line",
-    "open_engine",
-    "missing_sqlite_file",
-    "engine_session",
-    "transaction",
     "print_json",
-    "console",
-    "print_table",
     "to_jsonable",
     "fail",
     "set_debug",
+    "remember_secret",
+    "LazyCommand",
+    "remember_secret_in",
 ]
 
 EXIT_OK = 0
@@ -140,7 +141,7 @@ _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)(?P<
 _secrets: set[str] = set()
 
 
-def _remember_secret(url: Any) -> None:
+def remember_secret(url: Any) -> None:
     """Remember the password of ``url`` so no error line can ever print it."""
     password = getattr(url, "password", None)
     if password:
@@ -210,8 +211,6 @@ def _print_debug(exc: BaseException) -> None:
     """In ``--debug`` mode, print ``exc``'s traceback (causes included) on stderr."""
     if not _debug:
         return
-    import traceback
-
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     typer.echo("-- debug: the error in full (never show this to end users) --", err=True)
     typer.echo(_scrub_lines(text), err=True)
@@ -235,7 +234,8 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
 
     The stable codes are :attr:`dbmemory.errors.DbMemoryError.code` (``not_found``,
     ``invalid_argument``, ``cap_exceeded``, ``model_missing_key``, ...), ``usage_error`` for
-    invalid options and arguments, ``aborted``, and ``unexpected_error``. The message is None
+    invalid options and arguments, ``aborted``, ``file_error`` (a file or folder could not be
+    read or written: the message names the path and the reason), and ``unexpected_error``. The message is None
     when nothing is to be printed (help already shown). Command-line wording
     (:attr:`~dbmemory.errors.DbMemoryError.cli_message`) is preferred.
     """
@@ -254,17 +254,40 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
                 f"{getattr(exc, 'option_name', 'the option')} after it (for example "
                 f"'{ctx.command_path} files ls {getattr(exc, 'option_name', '--url')} ...')"
             )
+        option = getattr(exc, "option_name", None) or ""
+        if type(exc).__name__ == "NoSuchOption" and _NEGATIVE.match(option) and ctx is not None:
+            # `settings set grace_days -1`: click reads -1 as an option
+            return (
+                int(getattr(exc, "exit_code", EXIT_USAGE)),
+                "usage_error",
+                f"{option} reads as an option: to pass a negative number, put -- before the "
+                f"values (for example '{ctx.command_path} -- NAME {option}'){hint}",
+            )
         return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{exc.format_message().rstrip('.')}{hint}"
     if isinstance(exc, typer.Abort):
         return EXIT_FAILURE, "aborted", "aborted"
     if isinstance(exc, DbMemoryError):
         return exit_code_for(exc), exc.code, exc.cli_message or exc.message
     if type(exc).__module__.startswith("sqlalchemy"):
-        from dbmemory.db.dialect import translate_db_error
-
-        translated = translate_db_error(exc, "running the command")
+        # SQLAlchemy is loaded (it raised this): its translation too, not on every start-up
+        errors = importlib.import_module("dbmemory.db.dialect.errors")
+        translated = errors.translate_db_error(exc, "running the command")
         return exit_code_for(translated), translated.code, translated.message
+    if isinstance(exc, OSError):  # a file or folder the command reads or writes
+        return EXIT_FAILURE, "file_error", file_error_message(exc)
     return EXIT_FAILURE, "unexpected_error", f"unexpected {type(exc).__name__}: {exc}"
+
+
+def file_error_message(exc: OSError) -> str:
+    """One line for a failed file operation: the path(s), the operating system's reason, and
+    what to check; never the exception's class name."""
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    reason = (exc.strerror or str(exc)).rstrip(".").lower()
+    where = " -> ".join(paths) if paths else "a file"
+    return (
+        f"cannot use {where}: {reason}; check that the folder exists, is a folder (not a "
+        "file) and is writable by this user, or pick another path"
+    )
 
 
 def _wants_json(args: Sequence[str] | None) -> bool:
@@ -282,8 +305,6 @@ class _OneLineLogHandler(logging.Handler):
         try:
             typer.echo(f"{record.levelname.lower()}: {_scrub(record.getMessage())}", err=True)
             if _debug and record.exc_info:
-                import traceback
-
                 text = "".join(traceback.format_exception(*record.exc_info))
                 typer.echo(_scrub_lines(text), err=True)
         except Exception:  # pragma: no cover - logging must never break the command
@@ -301,25 +322,154 @@ def _install_log_handler() -> None:
         logger.addHandler(handler)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""Every integer the CLI takes is stored in (or compared with) a 64-bit column at most."""
+
+
+def bound_integers(command: Any) -> None:
+    """Range-check every integer option and argument of ``command`` and its subcommands
+    before the command runs: no value may leave the 64-bit range a database column holds (nor
+    go under a minimum the option sets, such as ``--store-id``'s 1), so ``--store-id
+    99999999999999999999`` is refused with the option's name and range
+    (:class:`~dbmemory.errors.InvalidArgumentError`, exit 2) before any database is opened,
+    instead of the driver's ``OverflowError``."""
+    callback = getattr(command, "callback", None)
+    if callback is not None and not getattr(callback, "_dbmemory_bounded", False):
+        params = list(getattr(command, "params", ()))
+
+        @functools.wraps(callback)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for param in params:
+                _check_integer(param, kwargs.get(param.name))
+            return callback(*args, **kwargs)
+
+        checked._dbmemory_bounded = True  # type: ignore[attr-defined]
+        command.callback = checked
+    for sub in getattr(command, "commands", {}).values():
+        bound_integers(sub)
+
+
+def _check_integer(param: Any, value: Any) -> None:
+    values = value if isinstance(value, (list, tuple)) else (value,)
+    for item in values:
+        if not isinstance(item, int) or isinstance(item, bool):
+            continue
+        low = getattr(param, "min", None)
+        low = INT64_MIN if low is None else max(int(low), INT64_MIN)
+        high = getattr(param, "max", None)
+        high = INT64_MAX if high is None else min(int(high), INT64_MAX)
+        if not low <= item <= high:
+            name = (getattr(param, "opts", None) or [param.name])[0]
+            if not str(name).startswith("-"):
+                name = str(name).upper()
+            raise InvalidArgumentError(
+                f"{name} {item} is out of range: pass a whole number from {low} to {high}"
+            )
+
+
+_NEGATIVE = re.compile(r"^-\d")
+
+
+def _option_value(args: list[str], name: str) -> str | None:
+    """The value given to option ``name`` in ``args`` (``--name V`` or ``--name=V``; the last)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+    return value
+
+
+def _refuse_missing_key(args: list[str]) -> None:
+    """Raise :func:`dbmemory.llm.missing_key_error` for a ``--model`` whose provider's key is
+    certainly missing, so the refusal costs no import of the agent or litellm (it answers in
+    well under a second). Without ``--model``, or with ``--api-base``/``--api-key``, or for a name
+    whose provider is not certain, the command's own check decides later."""
+    if "--help" in args or "-h" in args:
+        return
+    model = _option_value(args, "--model")
+    if model is None or _option_value(args, "--api-base") or _option_value(args, "--api-key"):
+        return
+    error = missing_key_error(model) if default_call_is_litellm() else None
+    if error is not None:
+        raise error
+
+
+class LazyCommand(TyperCommand):
+    """A top-level command whose module is imported only when it runs or shows its own help.
+
+    ``dbmemory --help`` lists every command from :data:`dbmemory.cli.COMMANDS` (name, module,
+    one-line help) without importing any command module, so start-up stays at typer's own cost;
+    the first use of a command imports its module, calls its ``register(app)`` on a private
+    :class:`typer.Typer`, and hands the click command typer built to click.
+    """
+
+    _loaded: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def __init__(self, name: str, modules: tuple[str, ...], short_help: str) -> None:
+        super().__init__(name, help=short_help, short_help=short_help)
+        self.modules = modules
+
+    def real(self) -> Any:
+        """The command as its module defines it (imported on first use)."""
+        commands = self._loaded.get(self.modules)
+        if commands is None:
+            app = typer.Typer(rich_markup_mode="rich")
+            for module in self.modules:
+                importlib.import_module(f"dbmemory.cli.{module}").register(app)
+            group = typer.main.get_group(app)
+            for command in group.commands.values():
+                bound_integers(command)
+            commands = self._loaded[self.modules] = dict(group.commands)
+        assert self.name is not None
+        return commands[self.name]
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        _refuse_missing_key(args)  # before the command's module (the agent, litellm) is imported
+        return self.real().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        return self.real().invoke(ctx)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = self.real().get_params(ctx)
+        return params
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        items: list[Any] = self.real().shell_complete(ctx, incomplete)
+        return items
+
+
 class DbMemoryGroup(TyperGroup):
-    """The root command group: every error ends as one ``Error: ...`` line and an exit code.
+    """The root command group: commands load on first use (:class:`LazyCommand`), and every
+    error ends as one ``Error: ...`` line and an exit code.
 
     Typer's standalone mode would print usage errors in a multi-line panel and unexpected
     exceptions as a traceback (which may show a URL with its password); this group runs the
     command in non-standalone mode and reports both itself.
     """
 
-    command_order: list[str] = []
-    """Command names in help order (filled by :func:`dbmemory.cli.register_commands`);
-    commands not listed follow in typer's order."""
+    lazy_commands: dict[str, tuple[tuple[str, ...], str]] = {}
+    """Command name -> ``(modules under dbmemory.cli, one-line help)``, in help order (set by
+    :mod:`dbmemory.cli`)."""
 
     def list_commands(self, ctx: Any) -> list[str]:
-        """Subcommand names in :attr:`command_order` (typer lists single commands first)."""
-        names = super().list_commands(ctx)
-        rank = {name: i for i, name in enumerate(self.command_order)}
-        return sorted(names, key=lambda name: rank.get(name, len(rank)))
+        """The lazy commands in help order, then any command added to the group itself."""
+        return list(self.lazy_commands) + [
+            name for name in super().list_commands(ctx) if name not in self.lazy_commands
+        ]
 
-    def main(  # type: ignore[override]
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command called ``cmd_name``: a :class:`LazyCommand` for the lazy ones."""
+        lazy = self.lazy_commands.get(cmd_name)
+        if lazy is not None:
+            return LazyCommand(cmd_name, *lazy)
+        return super().get_command(ctx, cmd_name)
+
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -344,175 +494,6 @@ class DbMemoryGroup(TyperGroup):
 
 
 # -- database ---------------------------------------------------------------------------------
-
-
-def open_engine(url: str | None) -> Engine:
-    """Create dbmemory's configured engine for ``url`` (None: ``DBMEMORY_URL`` or the default).
-
-    Raises:
-        InvalidArgumentError: the URL cannot be parsed or names an unknown database.
-        MissingDependencyError: the URL's driver is not installed.
-    """
-    from dbmemory.db.engine import create_engine
-
-    if url is not None:
-        _secrets_from_text(url)
-    engine = create_engine(url)
-    _remember_secret(engine.url)
-
-    from sqlalchemy import event
-
-    @event.listens_for(engine, "connect")
-    def _connected(_dbapi_conn: Any, _record: Any) -> None:
-        engine._dbmemory_cli_connected = True  # type: ignore[attr-defined]
-
-    return engine
-
-
-def _secrets_from_text(url: str) -> None:
-    match = _URL_PASSWORD.search(url)
-    if match:
-        _secrets.add(match.group("secret"))
-
-
-def _close_engine(engine: Engine) -> None:
-    """Apply queued best-effort touches (non-SQLite reads), then dispose of the engine."""
-    touch = sys.modules.get("dbmemory.touch")
-    if touch is not None:
-        try:
-            touch.flush_touches()
-        except Exception:  # pragma: no cover - touches are best effort
-            pass
-    engine.dispose()
-
-
-def _schema_missing(engine: Engine) -> bool:
-    """Whether the database has no dbmemory schema (best effort, False when unsure).
-
-    Asked only when the engine did connect once (an unreachable server is not asked twice, so
-    a connect timeout is not waited for again).
-    """
-    if not getattr(engine, "_dbmemory_cli_connected", False):
-        return False
-    try:
-        from dbmemory.db.migrate import current
-
-        return current(engine) is None
-    except Exception:
-        return False
-
-
-def missing_sqlite_file(engine: Engine) -> str | None:
-    """The path of ``engine``'s SQLite database file when that file does not exist, else None
-    (also None for other databases and in-memory SQLite)."""
-    import os
-
-    url = engine.url
-    if engine.dialect.name != "sqlite":
-        return None
-    database = url.database or ""
-    if database in ("", ":memory:") or url.query.get("mode") == "memory" or database.startswith("file:"):
-        return None
-    return None if os.path.exists(database) else database
-
-
-def _refuse_missing_sqlite_file(engine: Engine) -> None:
-    """Raise when ``engine`` is a SQLite file database whose file does not exist.
-
-    A read-only command must not create an empty database file (SQLite creates one on the
-    first connection) and then report "no tables": it says the file is missing.
-
-    Raises:
-        NotFoundError: the file does not exist (code ``not_found``).
-    """
-    from dbmemory.errors import NotFoundError
-
-    import os
-
-    database = missing_sqlite_file(engine)
-    # a missing folder: SQLite cannot create the file there, and the driver's own error is
-    # translated with its remedy ("check that its folder exists")
-    if database is not None and os.path.isdir(os.path.dirname(database) or "."):
-        raise NotFoundError(
-            f"there is no SQLite database at {database}: check --url (or DBMEMORY_URL); "
-            "'dbmemory db upgrade' creates one (this command only reads, so it created nothing)"
-        )
-
-
-@contextmanager
-def engine_session(
-    url: str | None, action: str, *, schema_hint: bool = True, read_only: bool = False
-) -> Iterator[Engine]:
-    """Open the engine for ``url``, translate database errors, and dispose of it at the end.
-
-    Args:
-        url: the ``--url`` value (None: ``DBMEMORY_URL`` or the embedded SQLite default).
-        action: what the command does, for error messages, e.g. ``"listing files"``.
-        schema_hint: when a database error happens on a database without dbmemory's tables,
-            say to run ``dbmemory db upgrade`` (off for the ``db`` commands themselves).
-        read_only: the command only reads: a SQLite file that does not exist is refused
-            (:class:`~dbmemory.errors.NotFoundError`) instead of being created empty.
-
-    Yields:
-        A configured :class:`~sqlalchemy.engine.Engine`.
-
-    Raises:
-        DbMemoryError: every database error translated (no SQL, DSN or driver code in the
-            message); a database without dbmemory's tables gets a hint to run ``db upgrade``.
-    """
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from dbmemory.db.dialect import translate_db_error
-    from dbmemory.errors import StorageError
-
-    engine = open_engine(url)
-    if read_only:
-        try:
-            _refuse_missing_sqlite_file(engine)
-        except DbMemoryError:
-            engine.dispose()
-            raise
-    try:
-        yield engine
-    except SQLAlchemyError as exc:
-        translated = translate_db_error(exc, action)
-        if schema_hint and isinstance(translated, StorageError) and _schema_missing(engine):
-            raise StorageError(
-                "this database has no dbmemory tables: run 'dbmemory db upgrade' "
-                "(with the same --url) first"
-            ) from exc
-        raise translated from exc
-    except StorageError as exc:
-        if schema_hint and _schema_missing(engine):
-            raise StorageError(
-                "this database has no dbmemory tables: run 'dbmemory db upgrade' "
-                "(with the same --url) first"
-            ) from exc
-        raise
-    finally:
-        _close_engine(engine)
-
-
-@contextmanager
-def transaction(url: str | None, action: str, *, read_only: bool = False) -> Iterator[Connection]:
-    """Yield a connection inside a transaction of its own, committed when the block succeeds.
-
-    The CLI is a convenience that commits, unlike the Python API, which joins the caller's
-    transaction. The transaction rolls back when the block raises.
-
-    Args:
-        url: the ``--url`` value (None: ``DBMEMORY_URL`` or the embedded SQLite default).
-        action: what the command does, for error messages, e.g. ``"listing files"``.
-        read_only: as :func:`engine_session` (a missing SQLite file is refused, not created).
-
-    Yields:
-        A :class:`~sqlalchemy.engine.Connection` inside ``engine.begin()``.
-
-    Raises:
-        DbMemoryError: as :func:`engine_session`.
-    """
-    with engine_session(url, action, read_only=read_only) as engine, engine.begin() as conn:
-        yield conn
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -540,50 +521,10 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False, default=str))
 
 
-def console() -> Console:
-    """A rich console on stdout that never interprets markup or highlights user data.
-
-    On a terminal it uses the terminal's width; piped output gets 160 columns, so tables are
-    not folded to 80.
-    """
-    from rich.console import Console
-
-    out = Console(markup=False, highlight=False)
-    if not out.is_terminal:
-        out = Console(markup=False, highlight=False, width=160)
-    return out
 
 
-def print_table(
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    *,
-    title: str | None = None,
-    right: Sequence[str] = (),
-) -> None:
-    """Print a rich table for humans.
-
-    Args:
-        columns: column headers.
-        rows: cell values (datetimes as ``YYYY-MM-DD HH:MM:SS`` UTC; None shows as ``-``).
-        title: an optional caption above the table.
-        right: headers of right-aligned (numeric) columns.
-    """
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
-    for column in columns:
-        table.add_column(column, justify="right" if column in right else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*("-" if cell is None else _cell(cell) for cell in row))
-    console().print(table)
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    return str(value)
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:
@@ -595,3 +536,12 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
         plural_form: the noun for other counts; default ``singular + "s"``.
     """
     return f"{count} {singular if count == 1 else (plural_form or singular + 's')}"
+
+
+def remember_secret_in(url: str) -> None:
+    """Remember the password written in the URL text ``url`` (before it is parsed)."""
+    match = _URL_PASSWORD.search(url)
+    if match:
+        _secrets.add(match.group("secret"))
+
+

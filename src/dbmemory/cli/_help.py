@@ -1,6 +1,6 @@
 """How ``dbmemory --help`` renders: flags without a value column.
 
-Imported by :mod:`dbmemory.cli` before any help is shown (typer and click are loaded already,
+Called by :mod:`dbmemory.cli` before any help is shown (typer and click are loaded already,
 so this costs nothing at start-up).
 """
 
@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__: list[str] = []
+from typer.core import TyperOption
+
+__all__ = ["flags_show_no_value"]
 
 
-def _flags_show_no_value() -> None:
+def flags_show_no_value() -> None:
     """Help shows a flag (``--json``, ``--fresh/--no-fresh``, ``--help``) without a value column.
 
     typer 0.2x prints the Python type of every option in the help table, ``<bool>`` for flags,
     which reads as if the flag took a value. This wraps :meth:`typer.core.TyperOption.
     display_type_rich` once so flags and counters show nothing; every other option is unchanged.
     """
-    from typer.core import TyperOption
-
     original = TyperOption.display_type_rich
     if getattr(original, "_dbmemory_flags", False):
         return
@@ -33,4 +33,4 @@ def _flags_show_no_value() -> None:
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
-_flags_show_no_value()
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -21,10 +22,24 @@ from dbmemory.cli._common import (
     UrlOption,
     plural,
     print_json,
-    print_table,
-    transaction,
+    to_jsonable,
 )
+from dbmemory.cli._database import transaction
+from dbmemory.cli._output import print_table
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.items.admin import export_user, forget_user
+from dbmemory.items.audit import audit_events
+from dbmemory.items.model import check_org
+from dbmemory.items.org import read_org_memory, set_org_memory
+from dbmemory.items.settings import (
+    DEFAULTS,
+    NotAdminError,
+    get_memory_switch,
+    get_org_settings,
+    set_memory_switch,
+    set_org_setting,
+)
+from dbmemory.profile.optout import is_user_memory_enabled, set_user_memory_enabled
 
 __all__ = ["register", "settings_app", "org_memory_app", "users_app", "audit"]
 
@@ -34,6 +49,14 @@ OrgOption = Annotated[
     str,
     typer.Option("--org", help="Organisation id (letters, digits, '_', '.', '-').", metavar="ORG"),
 ]
+AdminOption = Annotated[
+    bool,
+    typer.Option(
+        "--admin",
+        help="Required: states that you are an administrator of the organisation (the "
+        "host's is_admin decision; the CLI has no users of its own).",
+    ),
+]
 UserArgument = Annotated[
     str,
     typer.Argument(help="The user's id as the host knows it, e.g. u-123.", metavar="USER", show_default=False),
@@ -42,7 +65,7 @@ UserArgument = Annotated[
 settings_app = typer.Typer(
     help="Show or change an organisation's memory settings (thresholds, retention days, "
     "grace period, budgets). Every change is audited. " + EXIT_CODES_HELP,
-    epilog="Example: dbmemory settings set retention_temporary_days 14 --org acme",
+    epilog="Example: dbmemory settings set retention_temporary_days 14 --org acme --admin",
     no_args_is_help=True,
 )
 org_memory_app = typer.Typer(
@@ -53,7 +76,8 @@ org_memory_app = typer.Typer(
     no_args_is_help=True,
 )
 users_app = typer.Typer(
-    help="Per-user administration: export everything held about a user as JSON (a "
+    help="Per-user administration: the memory switch (pause memory, keep it), the opt-out "
+    "(delete the profile, stop memory), and export everything held about a user as JSON (a "
     "data-subject access request), or forget the user. " + EXIT_CODES_HELP,
     epilog="Example: dbmemory users export u-123 > u-123.json && dbmemory users forget u-123 --yes",
     no_args_is_help=True,
@@ -65,7 +89,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(settings_app, name="settings", short_help="Show or change organisation settings.")
     app.add_typer(org_memory_app, name="org-memory", short_help="Show or replace the organisation memory.")
     app.command("audit", epilog=EXIT_CODES_HELP)(audit)
-    app.add_typer(users_app, name="users", short_help="Export or forget one user (DSAR).")
+    app.add_typer(users_app, name="users", short_help="Export or forget one user (DSAR); the memory switch and the opt-out.")
 
 
 @settings_app.command("show")
@@ -76,8 +100,6 @@ def settings_show(org: OrgOption = "default", url: UrlOption = None, as_json: Js
 
         dbmemory settings show --org acme --json
     """
-    from dbmemory.items import DEFAULTS, get_org_settings
-
     with transaction(url, "reading organisation settings") as conn:
         settings = get_org_settings(conn, org)
     if as_json:
@@ -93,23 +115,27 @@ def settings_set(
     name: Annotated[str, typer.Argument(help="Setting name (see 'settings show').", metavar="NAME", show_default=False)],
     value: Annotated[str, typer.Argument(help="New value.", metavar="VALUE", show_default=False)],
     org: OrgOption = "default",
+    admin: AdminOption = False,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Change one setting of an organisation (audited).
+    """Change one setting of an organisation (administrators only: --admin; audited).
 
     Changing retention_standard_days, retention_temporary_days or retention_auto_days moves the
     expiry of the organisation's live items of that class (last change + new days).
 
     Example:
 
-        dbmemory settings set confidence_threshold 0.9
-        dbmemory settings set grace_days 7 --org acme
+        dbmemory settings set confidence_threshold 0.9 --admin
+        dbmemory settings set grace_days 7 --org acme --admin
     """
-    from dbmemory.items import set_org_setting
-
+    if not admin:  # the library's message names is_admin=True, a Python remedy
+        raise NotAdminError(
+            f"only an administrator of organisation {check_org(org)!r} can change its settings: "
+            "pass --admin to state that you are one (the CLI has no users of its own)"
+        )
     with transaction(url, "changing an organisation setting") as conn:
-        settings = set_org_setting(conn, org, name, value, actor=ACTOR)
+        settings = set_org_setting(conn, org, name, value, is_admin=True, actor=ACTOR)
     if as_json:
         print_json(settings.to_dict())
     else:
@@ -124,8 +150,6 @@ def org_memory_show(org: OrgOption = "default", url: UrlOption = None, as_json: 
 
         dbmemory org-memory show --org acme
     """
-    from dbmemory.items import read_org_memory
-
     with transaction(url, "reading the organisation memory") as conn:
         memory = read_org_memory(conn, org)
     if as_json:
@@ -138,14 +162,7 @@ def org_memory_show(org: OrgOption = "default", url: UrlOption = None, as_json: 
 
 @org_memory_app.command("edit")
 def org_memory_edit(
-    admin: Annotated[
-        bool,
-        typer.Option(
-            "--admin",
-            help="Required: states that you are an administrator of the organisation (the "
-            "host's is_admin decision; the CLI has no users of its own).",
-        ),
-    ] = False,
+    admin: AdminOption = False,
     from_file: Annotated[
         Path | None,
         typer.Option("--from-file", help="Read the new text from this UTF-8 file (else stdin).", metavar="PATH"),
@@ -165,9 +182,6 @@ def org_memory_edit(
         dbmemory org-memory edit --admin --from-file org.md
         echo "ACME sells anvils." | dbmemory org-memory edit --admin --org acme
     """
-    from dbmemory.items import NotAdminError, set_org_memory
-    from dbmemory.items.model import check_org
-
     if not admin:  # the library's message names is_admin=True, a Python remedy
         raise NotAdminError(
             f"only an administrator of organisation {check_org(org)!r} can change its organisation "
@@ -228,8 +242,6 @@ def audit(
         dbmemory audit --user u-123 --since 2026-11-01
         dbmemory audit --action item_delete --json
     """
-    from dbmemory.items import audit_events
-
     with transaction(url, "reading audit events") as conn:
         events = audit_events(
             conn, org_id=org, user_id=user, action=action, since=_when(since, "--since"),
@@ -245,7 +257,7 @@ def audit(
     print_table(
         ["time (UTC)", "action", "actor", "org", "user", "item/file", "before", "after", "detail"],
         rows,
-        title=f"{len(events)} audit events",
+        title=plural(len(events), "audit event"),
         right=["before", "after"],
     )
 
@@ -269,17 +281,12 @@ def users_export(
 
         dbmemory users export u-123 --output u-123.json
     """
-    from dbmemory.cli._common import to_jsonable
-    from dbmemory.items import export_user
-
     with transaction(url, "exporting a user") as conn:
         data = export_user(conn, user, org_id=org, actor=ACTOR)
     text = json.dumps(to_jsonable(data), indent=2, ensure_ascii=False, default=str)
     if output is None:
         typer.echo(text)
         return
-    import os
-
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text + "\n")
@@ -306,8 +313,6 @@ def users_forget(
 
         dbmemory users forget u-123 --yes
     """
-    from dbmemory.items import forget_user
-
     if not yes:
         raise InvalidArgumentError(f"'users forget' deletes everything held about {user}: add --yes to confirm")
     with transaction(url, "forgetting a user") as conn:
@@ -318,3 +323,79 @@ def users_forget(
         typer.echo(
             f"Forgot {user}: {counts['items']} items, {counts['stores']} stores, {counts['switches']} switches deleted"
         )
+
+
+@users_app.command("memory")
+def users_memory(
+    user: UserArgument,
+    state: Annotated[
+        str | None,
+        typer.Argument(help="on or off; without it, print the user's switch and opt-out.", metavar="[on|off]"),
+    ] = None,
+    org: OrgOption = "default",
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show or set a user's memory switch. Off: nothing is extracted or injected for the user,
+    and their profile, items and stores are kept (on resumes). Audited (no content).
+
+    Example:
+
+        dbmemory users memory u-123 off
+        dbmemory users memory u-123
+    """
+    if state is not None and state not in ("on", "off"):
+        raise InvalidArgumentError(f"the memory switch is 'on' or 'off', got {state!r}")
+    if state is None:
+        with transaction(url, "reading the memory switch") as conn:
+            on = get_memory_switch(conn, user, org_id=org)
+            enabled = is_user_memory_enabled(conn, user)
+    else:
+        with transaction(url, "setting the memory switch") as conn:
+            set_memory_switch(conn, user, state == "on", org_id=org, actor=ACTOR)
+            on, enabled = state == "on", is_user_memory_enabled(conn, user)
+    if as_json:
+        print_json({"user_id": user, "org_id": org, "memory_switch": on, "opted_out": not enabled})
+        return
+    typer.echo(f"Memory switch of {user} ({org}): {'on' if on else 'off'}; " + ("opted out" if not enabled else "not opted out"))
+
+
+@users_app.command("opt-out")
+def users_opt_out(
+    user: UserArgument,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: the user's profile is deleted for good.")] = False,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Opt a user out of memory: their profile is deleted for good and memory is neither loaded
+    nor updated for them, in every agent (needs --yes). Audited (no content). 'users opt-in'
+    undoes the switch, not the delete.
+
+    Example:
+
+        dbmemory users opt-out u-123 --yes
+    """
+    if not yes:
+        raise InvalidArgumentError(f"'users opt-out' deletes the profile of {user} for good: add --yes to confirm")
+    with transaction(url, "opting a user out") as conn:
+        deleted = set_user_memory_enabled(conn, user, False, actor=ACTOR)
+    if as_json:
+        print_json({"user_id": user, "opted_out": True, "profile_deleted": deleted})
+    else:
+        typer.echo(f"Opted {user} out" + ("; the profile was deleted" if deleted else "; there was no profile"))
+
+
+@users_app.command("opt-in")
+def users_opt_in(user: UserArgument, url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Opt a user back in after an opt-out: a new profile starts empty. Audited (no content).
+
+    Example:
+
+        dbmemory users opt-in u-123
+    """
+    with transaction(url, "opting a user in") as conn:
+        set_user_memory_enabled(conn, user, True, actor=ACTOR)
+    if as_json:
+        print_json({"user_id": user, "opted_out": False})
+    else:
+        typer.echo(f"Opted {user} in: a new profile starts empty")

@@ -1,7 +1,7 @@
 """``dbmemory agent``: turn memory on or off for an agent and set its scope and caps.
 
-Thin wrappers over :func:`dbmemory.stores.enable_for_agent`,
-:func:`~dbmemory.stores.disable_for_agent` and :func:`~dbmemory.stores.list_agents`, each in a
+Thin wrappers over :func:`dbmemory.store.agents.enable_for_agent`,
+:func:`~dbmemory.store.agents.disable_for_agent` and :func:`~dbmemory.store.agents.list_agents`, each in a
 transaction of its own that commits.
 """
 
@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dbmemory.cli._common import (
-    plural,
     EXIT_CODES_HELP,
     JsonOption,
     UrlOption,
+    plural,
     print_json,
-    print_table,
     to_jsonable,
-    transaction,
 )
+from dbmemory.cli._database import transaction
+from dbmemory.cli._output import print_table
+from dbmemory.store import agents as stores
 
 if TYPE_CHECKING:
-    from dbmemory.model import AgentConfig
+    from dbmemory.core.model import AgentConfig
 
 __all__ = ["agent_app", "register", "enable", "disable", "list_", "ScopeName"]
 
@@ -151,8 +152,6 @@ def enable(
         dbmemory agent enable DOCS --scope context --context-key document_id
         dbmemory agent enable TEAM --scope shared --store-code POLICIES
     """
-    from dbmemory import stores
-
     with transaction(url, f"enabling memory for agent {agent}") as conn:
         config = stores.enable_for_agent(
             conn,
@@ -196,8 +195,6 @@ def disable(
         dbmemory agent disable SUPPORT
         dbmemory agent disable SUPPORT --drop-store
     """
-    from dbmemory import stores
-
     with transaction(url, f"disabling memory for agent {agent}") as conn:
         dropped = stores.disable_for_agent(conn, agent, drop_store=drop_store)
     if as_json:
@@ -222,8 +219,6 @@ def list_(
         dbmemory agent list
         dbmemory agent list --json
     """
-    from dbmemory import stores
-
     with transaction(url, "listing agents", read_only=True) as conn:
         configs = stores.list_agents(conn)
     if as_json:

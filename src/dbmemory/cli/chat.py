@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, UrlOption, console, engine_session, print_table
+from dbmemory.agent.chat import COMMANDS_HELP, ChatSession, default_session_id, describe_tool_call
+from dbmemory.agent.setup import choose_model, ensure_schema
+from dbmemory.cli._common import EXIT_CODES_HELP, UrlOption
+from dbmemory.cli._database import engine_session
+from dbmemory.cli._output import console, print_table
 from dbmemory.cli.replay import ModelOption
+from dbmemory.errors import PROFILE_MODULES, NotFoundError, require_extra
+from dbmemory.store.agents import get_agent_config
 
 if TYPE_CHECKING:
     from dbmemory.agent.litellm_tools import ToolCallRecord
@@ -44,8 +50,6 @@ class RichChatDisplay:
 
     def tool_call(self, record: ToolCallRecord) -> None:
         """Show one tool call and the first lines of its result."""
-        from dbmemory.agent.chat import describe_tool_call
-
         label, result = describe_tool_call(record, max_chars=1_200)
         self.out.print(f"-> {label}", style="cyan")
         lines = result.splitlines() or [""]
@@ -63,9 +67,6 @@ class RichChatDisplay:
 def _note_memory_tool(engine: Any, agent: str, out: Any) -> None:
     """Say up front when the agent will run without the MEMORY tool (never enabled, or
     disabled), so an empty store is not mistaken for an empty memory."""
-    from dbmemory.errors import NotFoundError
-    from dbmemory.stores import get_agent_config
-
     with engine.connect() as conn:
         try:
             config = get_agent_config(conn, agent)
@@ -107,10 +108,7 @@ def chat(
 
         dbmemory chat --agent SUPPORT --user u-42 --model ollama/llama3.1
     """
-    import dbmemory.profile  # noqa: F401 - the profile extra is said at start-up, not at the first turn
-    from dbmemory.agent.chat import COMMANDS_HELP, ChatSession, default_session_id
-    from dbmemory.agent.setup import choose_model, ensure_schema
-
+    require_extra("profile", PROFILE_MODULES)  # said at start-up, not at the first turn
     choice = choose_model(model)
     out = console()
     if choice.notice:  # the first line of output, always
@@ -144,6 +142,25 @@ def chat(
                 break
             if text == "/help":
                 out.print(COMMANDS_HELP)
+                continue
+            if text in ("/memory on", "/memory off"):
+                chat_session.set_memory_switch(text == "/memory on")
+                out.print(
+                    "Memory is on: facts are noted and recalled again."
+                    if text == "/memory on"
+                    else "Memory is paused: nothing is noted or recalled; your profile and items are kept (/memory on resumes).",
+                    markup=False,
+                )
+                continue
+            if text in ("/optout", "/optin"):
+                deleted = chat_session.set_opted_out(text == "/optout")
+                out.print(
+                    ("Opted out: your profile was deleted for good; " if deleted else "Opted out: ")
+                    + "memory is neither loaded nor updated for you (/optin starts anew)."
+                    if text == "/optout"
+                    else "Opted in: a new profile starts empty after your next turn.",
+                    markup=False,
+                )
                 continue
             if text == "/memory":
                 profile = chat_session.profile_text()

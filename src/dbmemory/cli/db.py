@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dbmemory.cli._common import (
-    EXIT_CODES_HELP,
-    EXIT_FAILURE,
-    JsonOption,
-    UrlOption,
-    engine_session,
-    missing_sqlite_file,
-    print_json,
-)
+from dbmemory.cli._common import EXIT_CODES_HELP, EXIT_FAILURE, JsonOption, UrlOption, print_json
+from dbmemory.cli._database import engine_session, missing_sqlite_file
+from dbmemory.db import migrate
+from dbmemory.db.dialect.base import backend, script_family
+from dbmemory.db.engine import redact_url
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.sqlgen.api import check_role_name
+from dbmemory.sqlgen.api_common import DERIVED
+from dbmemory.sqlgen.deploy import install_api as install_api_on
+from dbmemory.sqlgen.deploy import uninstall_api as uninstall_api_on
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -82,9 +82,6 @@ def upgrade(
         dbmemory db upgrade
         dbmemory db upgrade --url postgresql://app@db/app
     """
-    from dbmemory.db import migrate
-    from dbmemory.db.engine import redact_url
-
     with _migrating(url, "upgrading the schema") as engine:
         before = migrate.current(engine)
         migrate.upgrade(engine, revision)
@@ -118,9 +115,6 @@ def current(
         dbmemory db current
         dbmemory db current --check --json
     """
-    from dbmemory.db import migrate
-    from dbmemory.db.engine import redact_url
-
     with _migrating(url, "reading the schema revision") as engine:
         missing = missing_sqlite_file(engine)  # reads only: never creates the file
         at = None if missing is not None else migrate.current(engine)
@@ -160,9 +154,6 @@ def downgrade(
 
         dbmemory db downgrade base --yes
     """
-    from dbmemory.db import migrate
-    from dbmemory.db.engine import redact_url
-
     with _migrating(url, "downgrading the schema") as engine:
         where = redact_url(engine.url)
         if not yes:
@@ -179,87 +170,100 @@ def downgrade(
 
 
 def _api_dialect(engine: Engine) -> str:
-    name = engine.dialect.name
-    folder = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "oracle": "oracle"}.get(name)
+    folder = script_family(engine)
     if folder is None:
         raise InvalidArgumentError(
-            f"the in-database API exists for Oracle, PostgreSQL and MySQL/MariaDB, not {name}: "
+            f"the in-database API exists for Oracle, PostgreSQL and MySQL/MariaDB, not "
+            f"{backend(engine)}: "
             "on SQLite use the Python API"
         )
     return folder
 
 
-def _run_raw(engine: Engine, statements: list[tuple[str, dict[str, str]]]) -> None:
-    """Run statements on the raw driver (no SQLAlchemy parsing of ':' or '%' in bodies)."""
-    with engine.connect() as conn:
-        dbapi = conn.connection.dbapi_connection
-        cursor = dbapi.cursor()
-        try:
-            for statement, params in statements:
-                if params:
-                    cursor.execute(statement, params)
-                else:
-                    cursor.execute(statement)
-        finally:
-            cursor.close()
-        dbapi.commit()
-
-
 @db_app.command("install-api")
 def install_api(
+    roles: Annotated[
+        bool,
+        typer.Option(
+            "--roles",
+            help="Also create the user role <base>_user (file calls) and the admin role "
+            "<base>_admin (enable/disable, caps, drop, expiry), named after the database "
+            "(Oracle: the schema), when missing; neither gets any right on the tables.",
+        ),
+    ] = False,
     role: Annotated[
         str | None,
-        typer.Option(
-            "--role",
-            help="Also create this role (when missing) and let it execute the API, with no "
-            "right on the tables.",
-        ),
+        typer.Option("--role", help="The user role's name (created when missing)."),
+    ] = None,
+    admin_role: Annotated[
+        str | None,
+        typer.Option("--admin-role", help="The admin role's name (created when missing)."),
     ] = None,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Install the memory API inside the database (sql/<dialect>/api.sql).
 
-    Oracle: package dbm_memory; PostgreSQL: schema dbm_memory; MySQL/MariaDB: routines
-    dbm_memory_<call>. Run 'dbmemory db upgrade' first. Safe to run again (it replaces the
-    API). The calls join their caller's transaction and never commit.
+    Oracle: package dbm_memory; PostgreSQL: schema dbm_memory owned by a NOLOGIN role with DML
+    only; MySQL/MariaDB: routines dbm_memory_<call> run by a locked DML-only account. Run
+    'dbmemory db upgrade' first. Safe to run again (it replaces the API). The calls join their
+    caller's transaction and never commit. No role is created without --roles, --role or
+    --admin-role.
 
     Example:
 
-        dbmemory db install-api --url postgresql://app@db/app --role dbm_memory_user
+        dbmemory db install-api --url postgresql://app@db/app --roles
     """
-    from dbmemory.db.engine import redact_url
-    from dbmemory.sqlgen.api import api_grant_statements, api_statements, check_role_name
-
-    if role is not None:
-        check_role_name(role)
+    for name in (role, admin_role):
+        if name is not None:
+            check_role_name(name)
+    if roles:
+        role = role or DERIVED
+        admin_role = admin_role or DERIVED
     with engine_session(url, "installing the memory API") as engine:
         dialect = _api_dialect(engine)
-        _run_raw(engine, [(s, {}) for s in api_statements(dialect)])
-        if role is not None:
-            _run_raw(engine, api_grant_statements(dialect, role))
+        report = install_api_on(engine, dialect, role, admin_role)
     where = redact_url(engine.url)
     if as_json:
-        print_json({"url": where, "dialect": dialect, "role": role})
+        print_json({"url": where, "dialect": dialect, "role": report.role,
+                    "admin_role": report.admin_role, "owner": report.owner, "notes": report.notes})
     else:
-        granted = f"; role {role} may execute it" if role else ""
-        typer.echo(f"Installed the memory API on {where} ({dialect}){granted}")
+        granted = f"; role {report.role} may execute the file calls" if report.role else ""
+        if report.admin_role:
+            granted += f"; role {report.admin_role} the configuration calls"
+        owner = f"; it runs as {report.owner}" if report.owner else ""
+        typer.echo(f"Installed the memory API on {where} ({dialect}){owner}{granted}")
+        for note in report.notes:
+            typer.echo(f"Note: {note}")
 
 
 @db_app.command("uninstall-api")
-def uninstall_api(url: UrlOption = None, as_json: JsonOption = False) -> None:
-    """Remove the memory API from the database (the tables and any role stay).
+def uninstall_api(
+    role: Annotated[
+        str | None,
+        typer.Option("--role", help="Also drop this user role (the name given at install)."),
+    ] = None,
+    admin_role: Annotated[
+        str | None,
+        typer.Option("--admin-role", help="Also drop this admin role (the name given at install)."),
+    ] = None,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove the memory API from the database with everything its install created: the owner
+    role or definer account, the roles named after the database (--roles), and the roles named
+    by --role / --admin-role. The tables stay. A role that can log in is never dropped.
 
     Example:
 
         dbmemory db uninstall-api --url mysql://app@db/app
     """
-    from dbmemory.db.engine import redact_url
-    from dbmemory.sqlgen.api import api_uninstall_statements
-
+    named = tuple(n for n in (role, admin_role) if n is not None)
+    for name in named:
+        check_role_name(name)
     with engine_session(url, "removing the memory API") as engine:
         dialect = _api_dialect(engine)
-        _run_raw(engine, [(s, {}) for s in api_uninstall_statements(dialect)])
+        uninstall_api_on(engine, dialect, named)
     where = redact_url(engine.url)
     if as_json:
         print_json({"url": where, "dialect": dialect})

@@ -1,16 +1,20 @@
 """``dbmemory demo``: a scripted session of MEMORY tool calls, printed call by call.
 
-No model is involved: the calls are a fixed script (:data:`dbmemory.demo.DEMO_CALLS`) that
+No model is involved: the calls are a fixed script (:data:`dbmemory.tool.demo.DEMO_CALLS`) that
 shows every command and a few of the error texts a model gets back.
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, plural, print_json
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, plural, print_json
+from dbmemory.cli._output import console
+from dbmemory.tool.demo import format_call, run_demo
 
 __all__ = ["register", "demo"]
 
@@ -44,14 +48,8 @@ def demo(
 
         dbmemory demo --keep --url sqlite:///memory.db
     """
-    import tempfile
-    from pathlib import Path
-
-    from dbmemory.demo import format_call, run_demo
-
-    if fresh and url is not None and ctx.get_parameter_source("url") is not None and (
-        ctx.get_parameter_source("url").name == "COMMANDLINE"
-    ):
+    source = ctx.get_parameter_source("url")
+    if fresh and url is not None and source is not None and source.name == "COMMANDLINE":
         typer.echo(
             "note: --url is ignored without --keep: the demo runs on a new temporary SQLite "
             "database (add --keep to use the URL)",

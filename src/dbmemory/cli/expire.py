@@ -1,13 +1,15 @@
 """``dbmemory expire``: delete files untouched (neither written nor read) for N days.
 
-The rule is :func:`dbmemory.expiry.expire_files`' (the scheduled jobs in ``sql/`` use the same
+The rule is :func:`dbmemory.store.expiry.expire_files`' (the scheduled jobs in ``sql/`` use the same
 one): a file expires when it is not exempt (user profiles are) and it was neither written nor
 read for ``--days`` days (plus the one-hour touch interval). ``--days`` is checked by
-:func:`dbmemory.expiry.validate_days` before anything connects: at least 1/24 (one hour),
+:func:`dbmemory.store.expiry.validate_days` before anything connects: at least 1/24 (one hour),
 else exit code 2 with the smallest value allowed. Deletion commits in batches of 1,000 files,
 so a large clean-up never holds one giant transaction. Suitable for cron: exit code 0 and the
 count. Without ``--store`` the same run expires memory items by retention class and purges
-deleted items past their grace period (:func:`dbmemory.items.run_item_retention_committing`).
+deleted items past their grace period (:func:`dbmemory.items.run_item_retention_committing`),
+then deletes the conversation episodes past their retention
+(:func:`dbmemory.items.episodes.expire_episodes`).
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ from typing import Annotated
 import typer
 
 from dbmemory.cli._common import (
-    plural,
     EXIT_CODES_HELP,
     JsonOption,
     StoreIdOption,
     StoreKeyOption,
     UrlOption,
-    engine_session,
+    plural,
     print_json,
 )
+from dbmemory.cli._database import engine_session
+from dbmemory.cli.files import require_store
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.items.episodes import expire_episodes
+from dbmemory.items.retention import run_item_retention_committing
+from dbmemory.store.expiry import count_expirable_files, expire_files_committing, validate_days
 
 __all__ = ["register", "expire"]
 
@@ -70,10 +76,6 @@ def expire(
         dbmemory expire --days 30 --store agent:SUPPORT --dry-run
         0 3 * * *  dbmemory expire --days 90 --json >> /var/log/dbmemory-expire.log
     """
-    from dbmemory import files
-    from dbmemory.cli.files import require_store
-    from dbmemory.expiry import validate_days
-
     validate_days(days)
     if store is not None and store_id is not None:
         raise InvalidArgumentError("give --store KEY or --store-id N, not both")
@@ -84,14 +86,15 @@ def expire(
                 target = require_store(conn, store, store_id)
             scope_id = None if target is None else target.store_id
             if dry_run:
-                count = files.count_expirable_files(conn, days=days, store_id=scope_id)
+                count = count_expirable_files(conn, days=days, store_id=scope_id)
         items = None
+        episodes = None
         if not dry_run:
-            count = files.expire_files_committing(engine, days=days, store_id=scope_id)
+            count = expire_files_committing(engine, days=days, store_id=scope_id)
             if target is None:  # memory items: expiry by class, then the grace-period purge
-                from dbmemory.items import run_item_retention_committing
-
                 items = run_item_retention_committing(engine)
+                with engine.begin() as conn:  # conversation episodes past their retention
+                    episodes = expire_episodes(conn)
     where = "every store" if target is None else target.store_key
     if as_json:
         print_json(
@@ -102,6 +105,7 @@ def expire(
                 "expired": count,
                 "items_expired": None if items is None else items["expired"],
                 "items_purged": None if items is None else items["purged"],
+                "episodes_expired": episodes,
             }
         )
     elif dry_run:
@@ -115,3 +119,5 @@ def expire(
                 f"Expired {plural(items['expired'], 'memory item')} (by retention class) and purged "
                 f"{plural(items['purged'], 'deleted item')} past their grace period"
             )
+        if episodes:
+            typer.echo(f"Deleted {plural(episodes, 'conversation episode')} past episode_retention_days")

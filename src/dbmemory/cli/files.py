@@ -2,7 +2,7 @@
 
 A store is addressed by its key (``--store agent:SUPPORT``) or its id (``--store-id 7``);
 ``dbmemory files ls`` without either lists the stores. Thin wrappers over the admin functions
-of :mod:`dbmemory.files`, each in a transaction of its own that commits. Writes are recorded in
+of :mod:`dbmemory.store.files`, each in a transaction of its own that commits. Writes are recorded in
 the audit table with the actor ``cli``.
 """
 
@@ -12,26 +12,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import sqlalchemy as sa
 import typer
 
 from dbmemory.cli._common import (
-    plural,
     EXIT_CODES_HELP,
     JsonOption,
     StoreIdOption,
     StoreKeyOption,
     UrlOption,
+    plural,
     print_json,
-    print_table,
     to_jsonable,
-    transaction,
 )
-from dbmemory.errors import InvalidArgumentError, InvalidScopeError, NotFoundError
+from dbmemory.cli._database import transaction
+from dbmemory.cli._output import print_table
+from dbmemory.core.keys import parse_store_key as parse
+from dbmemory.core.model import StoreRef
+from dbmemory.db import schema
+from dbmemory.errors import DbMemoryError, InvalidArgumentError, InvalidPathError, NotFoundError
+from dbmemory.items.org import ORG_MEMORY_PATH, set_org_memory
+from dbmemory.store.files import put_file
+from dbmemory.store.moves import clear_store_files, delete_file, delete_path
+from dbmemory.store.reads import get_file, list_files
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from dbmemory.model import Caps, StoreRef
+    from dbmemory.core.model import StoreRef
 
 __all__ = [
     "files_app",
@@ -44,6 +52,9 @@ __all__ = [
     "StoreRow",
     "lookup_store",
     "parse_store_key",
+    "ACTOR",
+    "require_store",
+    "store_for_write",
 ]
 
 ACTOR = "cli"
@@ -113,10 +124,7 @@ def lookup_store(conn: Connection, store_key: str | None, store_id: int | None) 
         )
     if store_key is not None:
         parse_store_key(store_key)  # exact, before any SQL (MariaDB compares with PAD SPACE)
-    import sqlalchemy as sa
-
-    from dbmemory.db.schema import stores
-
+    stores = schema.stores
     columns = (
         stores.c.store_id,
         stores.c.store_key,
@@ -148,9 +156,7 @@ def require_store(conn: Connection, store_key: str | None, store_id: int | None)
     return row
 
 
-def parse_store_key(
-    store_key: str, *, agent_exists: bool = False
-) -> tuple[str, str | None, str | None]:
+def parse_store_key(store_key: str) -> tuple[str, str | None, str | None]:
     """Split a store key into ``(scope, agent_code, store_code)`` and validate it exactly.
 
     Args:
@@ -158,62 +164,39 @@ def parse_store_key(
             ``"global"``, ``"session:s-1"``, ``"context:DOCS:document_id:7"`` (keyed by agent
             DOCS), ``"context:store:DOCS:document_id:7"`` (keyed by store code DOCS),
             ``"reserved:profile:user-memory:u-7"`` (a profile store).
-        agent_exists: ignored (kept for callers): a context key's part count tells an agent code
-            from a store code.
 
     Returns:
         ``(scope, agent_code, store_code)``.
 
     Raises:
-        InvalidScopeError: not a key :func:`dbmemory.keys.parse_store_key` accepts (a trailing
+        InvalidScopeError: not a key :func:`dbmemory.core.keys.parse_store_key` accepts (a trailing
             space, a wrong part count, an invalid component).
     """
-    from dbmemory.keys import parse_store_key as parse
-
     parts = parse(store_key)
     return parts.scope, parts.agent_code, parts.store_code
 
 
-def _agent_caps(conn: Connection, agent_code: str | None) -> Caps | None:
-    """The caps configured for ``agent_code``, or None when it has no configuration."""
-    if agent_code is None:
-        return None
-    from dbmemory import stores
-
-    try:
-        return stores.get_agent_config(conn, agent_code).caps
-    except NotFoundError:
-        return None
-
-
-def _store_for_write(
+def store_for_write(
     conn: Connection, store_key: str | None, store_id: int | None
 ) -> tuple[int | StoreRef, str]:
     """What ``put`` writes to: an existing store id, or a :class:`StoreRef` created on write.
 
     Returns:
-        ``(store, display key)``. The caps are the store row's own (:mod:`dbmemory.caps`); a
+        ``(store, display key)``. The caps are the store row's own (:mod:`dbmemory.store.caps`); a
         store created by the write gets the strictest caps of the enabled agent
         configurations that name it, else the defaults.
     """
-    from dbmemory.model import StoreRef
-
     row = lookup_store(conn, store_key, store_id)
     if row is not None:
         return row.store_id, row.store_key
     assert store_key is not None
-    namespace = store_key.split(":")[1] if store_key.startswith("context:") else None
-    agent_exists = namespace is not None and _agent_caps(conn, namespace) is not None
-    scope, agent_code, store_code = parse_store_key(store_key, agent_exists=agent_exists)
+    scope, agent_code, store_code = parse_store_key(store_key)
     ref = StoreRef(store_key=store_key, scope=scope, agent_code=agent_code, store_code=store_code)
     return ref, store_key
 
 
 def _list_stores(conn: Connection) -> list[dict[str, Any]]:
-    import sqlalchemy as sa
-
-    from dbmemory.db.schema import files, stores
-
+    files, stores = schema.files, schema.stores
     stmt = (
         sa.select(
             stores.c.store_id,
@@ -259,7 +242,6 @@ def ls(
         dbmemory files ls --store agent:SUPPORT
         dbmemory files ls --store-id 3 --json
     """
-    from dbmemory import files
 
     with transaction(url, "listing files", read_only=True) as conn:
         if store is None and store_id is None:
@@ -279,7 +261,7 @@ def ls(
                 )
             return
         found = require_store(conn, store, store_id)
-        infos = files.list_files(conn, found.store_id)
+        infos = list_files(conn, found.store_id)
     if as_json:
         print_json([_file_dict(i) for i in infos])
     elif not infos:
@@ -309,11 +291,10 @@ def cat(
 
         dbmemory files cat /memories/notes.md --store agent:SUPPORT
     """
-    from dbmemory import files
 
     with transaction(url, "reading a file", read_only=True) as conn:
         found = require_store(conn, store, store_id)
-        record = files.get_file(conn, found.store_id, path)
+        record = get_file(conn, found.store_id, path)
     if as_json:
         data = _file_dict(record)
         data["store_key"] = found.store_key
@@ -375,10 +356,23 @@ def put(
             help="Admin bypass: skip the store's caps (characters per file, files, store size).",
         ),
     ] = False,
+    admin: Annotated[
+        bool,
+        typer.Option(
+            "--admin",
+            help="Write the organisation memory (store reserved:org:ORG, "
+            f"{ORG_MEMORY_PATH}) as its administrator, by its own rules (budget, audit).",
+        ),
+    ] = False,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create or replace a file with the text from --text, --from-file or stdin.
+
+    Reserved stores (profiles, memory items, organisation memory) are refused: their owners'
+    commands keep their rules. With --admin, the organisation memory file of a reserved:org
+    store is written through 'dbmemory org-memory edit' rules (token budget, audit event
+    org_memory_set).
 
     The store is created when a --store key names one never written. The store's own caps
     apply (set by the agent configurations that name it, else the defaults) unless --no-caps
@@ -390,12 +384,13 @@ def put(
         dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'Prefers email'
         cat policy.md | dbmemory files put /memories/policy.md --store shared:POLICIES
     """
-    from dbmemory import files
-
     body = _read_text(text, from_file)
     with transaction(url, "writing a file") as conn:
-        target, store_key = _store_for_write(conn, store, store_id)
-        record = files.put_file(conn, target, path, body, enforce_caps=not no_caps, actor=ACTOR)
+        target, store_key = store_for_write(conn, store, store_id)
+        if admin:
+            record = _put_org_memory(conn, store_key, path, body)
+        else:
+            record = put_file(conn, target, path, body, enforce_caps=not no_caps, actor=ACTOR)
     if as_json:
         data = _file_dict(record)
         data.pop("text", None)
@@ -406,6 +401,27 @@ def put(
             f"Wrote {record.path} in {store_key} (id {record.store_id}): "
             f"{record.chars:,} {'character' if record.chars == 1 else 'characters'}, version {record.version}"
         )
+
+
+def _put_org_memory(conn: Connection, store_key: str, path: str, body: str) -> Any:
+    """``files put --admin``: :func:`dbmemory.items.org.set_org_memory` on ``reserved:org:ORG``."""
+    parts = parse(store_key)
+    if parts.kind != "org" or path != ORG_MEMORY_PATH:
+        raise InvalidArgumentError(
+            f"--admin writes only the organisation memory ({ORG_MEMORY_PATH} in a reserved:org:ORG "
+            f"store), not {path} in {store_key}: drop --admin",
+            code="not_org_memory",
+        )
+    if body == "":
+        raise InvalidArgumentError(
+            "an empty text would clear the organisation memory: use 'dbmemory org-memory edit "
+            "--admin' with an empty file to clear it",
+            code="empty_text",
+        )
+    set_org_memory(conn, parts.components[1], body, is_admin=True, actor=ACTOR)
+    row = lookup_store(conn, store_key, None)
+    assert row is not None  # written just now
+    return get_file(conn, row.store_id, ORG_MEMORY_PATH)
 
 
 @files_app.command("rm")
@@ -429,12 +445,11 @@ def rm(
         dbmemory files rm /memories/notes.md --store agent:SUPPORT
         dbmemory files rm /memories/old --store agent:SUPPORT -r
     """
-    from dbmemory import files
 
     with transaction(url, "deleting a file") as conn:
         found = require_store(conn, store, store_id)
         if recursive:
-            deleted = files.delete_path(conn, found.store_id, path, actor=ACTOR)
+            deleted = delete_path(conn, found.store_id, path, actor=ACTOR)
         elif _delete_one_file(conn, found, path):
             deleted = 1
         else:
@@ -449,12 +464,9 @@ def rm(
 
 
 def _delete_one_file(conn: Any, found: Any, path: str) -> bool:
-    """:func:`dbmemory.files.delete_file`; a directory is an error of exit code 1 naming ``-r``."""
-    from dbmemory import files
-    from dbmemory.errors import DbMemoryError, InvalidPathError
-
+    """:func:`dbmemory.store.moves.delete_file`; a directory is an error of exit code 1 naming ``-r``."""
     try:
-        return files.delete_file(conn, found.store_id, path, actor=ACTOR)
+        return delete_file(conn, found.store_id, path, actor=ACTOR)
     except InvalidPathError as exc:
         if exc.code != "is_directory":
             raise
@@ -482,14 +494,13 @@ def clear(
 
         dbmemory files clear --store agent:SUPPORT --yes
     """
-    from dbmemory import files
 
     if not yes:  # ask before the transaction: SQLite holds its write lock from BEGIN
         named = store if store is not None else f"id {store_id}"
         typer.confirm(f"Delete every file of store {named}?", abort=True)
     with transaction(url, "clearing a store") as conn:
         found = require_store(conn, store, store_id)
-        deleted = files.clear_store_files(conn, found.store_id, actor=ACTOR)
+        deleted = clear_store_files(conn, found.store_id, actor=ACTOR)
     if as_json:
         print_json({"store_key": found.store_key, "deleted": deleted})
     else:

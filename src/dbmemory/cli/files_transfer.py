@@ -1,32 +1,37 @@
 """``dbmemory files import`` and ``dbmemory files export``: a tree of text files in and out of a
 store (an Anthropic SDK memory directory included). The rules are those of
-:mod:`dbmemory.file_trees`; these commands add the transaction, a progress bar (on stderr,
+:mod:`dbmemory.store.trees`; these commands add the transaction, a progress bar (on stderr,
 hidden with ``--json``), a line per skipped file and a summary.
 
 Commands join the ``files`` group (:mod:`dbmemory.cli.files`); this module is listed in
-:data:`dbmemory.cli.COMMAND_MODULES` after it.
+:data:`dbmemory.cli.COMMANDS` after it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from dbmemory.cli._common import (
     JsonOption,
     StoreIdOption,
     StoreKeyOption,
     UrlOption,
-    engine_session,
     print_json,
     to_jsonable,
-    transaction,
 )
-from dbmemory.cli.files import ACTOR, _store_for_write, files_app, require_store
+from dbmemory.cli._database import engine_session, transaction
+from dbmemory.cli.files import ACTOR, files_app, require_store, store_for_write
+from dbmemory.errors import InvalidArgumentError
+from dbmemory.store.reads import list_files
+from dbmemory.store.trees import export_tree, import_tree
 
 __all__ = ["register", "import_files", "export_files"]
 
@@ -43,9 +48,6 @@ def register(app: typer.Typer) -> None:
 @contextmanager
 def _progress(total: int, what: str, hidden: bool) -> Iterator[Callable[[str], None]]:
     """A rich progress bar on stderr; yields the function that advances it by one file."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -59,8 +61,6 @@ def _progress(total: int, what: str, hidden: bool) -> Iterator[Callable[[str], N
 
 
 def _count_files(directory: Path) -> int:
-    import os
-
     return sum(len(names) for _, _, names in os.walk(directory)) if directory.is_dir() else 0
 
 
@@ -100,15 +100,12 @@ def import_files(
         dbmemory files import ./memory --store user:SUPPORT:u42 --dry-run
         dbmemory files import ./notes --store agent:SUPPORT --json
     """
-    from dbmemory.errors import InvalidArgumentError
-    from dbmemory.file_trees import import_tree
-
     if directory.is_symlink() or not directory.is_dir():
         raise InvalidArgumentError(f"{directory} is not a directory: give the directory to import")
     total = _count_files(directory)
     with engine_session(url, "importing files") as engine, engine.connect() as conn:
         conn.begin()
-        target, store_key = _store_for_write(conn, store, store_id)
+        target, store_key = store_for_write(conn, store, store_id)
         with _progress(total, "importing", as_json) as advance:
             report = import_tree(conn, target, directory, replace=force, actor=ACTOR, on_file=advance)
         if dry_run:
@@ -155,12 +152,9 @@ def export_files(
         dbmemory files export ./backup --store agent:SUPPORT
         dbmemory files export ./backup --store-id 3 --force --json
     """
-    from dbmemory import files
-    from dbmemory.file_trees import export_tree
-
     with transaction(url, "exporting files") as conn:
         found = require_store(conn, store, store_id)
-        total = len(files.list_files(conn, found.store_id))
+        total = len(list_files(conn, found.store_id))
         with _progress(total, "exporting", as_json) as advance:
             report = export_tree(conn, found.store_id, directory, force=force, on_file=advance)
     if as_json:

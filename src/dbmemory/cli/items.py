@@ -14,15 +14,21 @@ from typing import Annotated
 
 import typer
 
-from dbmemory.cli._common import (
-    EXIT_CODES_HELP,
-    JsonOption,
-    UrlOption,
-    print_json,
-    print_table,
-    transaction,
-)
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, print_json
+from dbmemory.cli._database import transaction
+from dbmemory.cli._output import print_table
+from dbmemory.core.clock import utcnow
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.items.model import Item
+from dbmemory.items.store import (
+    add_item,
+    clear_items,
+    delete_item,
+    edit_item,
+    list_items,
+    purge_items,
+    restore_item,
+)
 
 __all__ = ["items_app", "register", "ACTOR"]
 
@@ -95,14 +101,42 @@ def add(
         dbmemory items add u-123 "User prefers camelCase in code reviews"
         dbmemory items add u-123 "User is on leave until May" --class temporary --org acme
     """
-    from dbmemory.items import add_item
-
     with transaction(url, "adding a memory item") as conn:
         item = add_item(conn, user, text, org_id=org, retention_class=retention_class, actor=ACTOR)
     if as_json:
         print_json(item.to_dict())
     else:
         _show(item, "Added")
+
+
+def _state(item: Item, now: dt.datetime) -> str:
+    if item.deleted_at is not None:
+        return "deleted"
+    if item.expires_at is not None and item.expires_at <= now:
+        return "expired"
+    return "live"
+
+
+def _why_none(url: str | None, user: str, org: str, deleted: bool) -> str:
+    """Why ``items list`` found nothing: the expired and deleted items it did not show."""
+    if deleted:
+        return ""
+    now = utcnow()
+    with transaction(url, "listing memory items") as conn:
+        hidden = list_items(conn, user, org_id=org, include_deleted=True, now=now)
+    expired = sum(1 for i in hidden if _state(i, now) == "expired")
+    removed = len(hidden) - expired
+    if not hidden:
+        return ""
+    parts = []
+    if expired:
+        parts.append(
+            f"{expired} expired by their retention class (docs/items.md); a replayed"
+            " conversation's items carry its own, older dates"
+        )
+    if removed:
+        parts.append(f"{removed} deleted")
+    return " (" + "; ".join(parts) + "; `--deleted` lists them, `items restore` brings one back)"
 
 
 @items_app.command("list")
@@ -122,15 +156,14 @@ def list_(
         dbmemory items list u-123
         dbmemory items list u-123 --deleted --json
     """
-    from dbmemory.items import list_items
-
+    now = utcnow()
     with transaction(url, "listing memory items") as conn:
-        found = list_items(conn, user, org_id=org, include_deleted=deleted)
+        found = list_items(conn, user, org_id=org, include_deleted=deleted, now=now)
     if as_json:
         print_json([i.to_dict() for i in found])
         return
     if not found:
-        typer.echo(f"No memory items for {user} in organisation {org}")
+        typer.echo(f"No memory items for {user} in organisation {org}{_why_none(url, user, org, deleted)}")
         return
     rows = [
         [
@@ -139,7 +172,7 @@ def list_(
             i.retention_class,
             _age(i.created_at),
             i.expires_at.date().isoformat() if i.expires_at else "never",
-            "deleted" if i.deleted_at else "live",
+            _state(i, now),
             i.text,
         ]
         for i in found
@@ -170,8 +203,6 @@ def edit(
 
         dbmemory items edit u-123 7 "User prefers snake_case in code reviews"
     """
-    from dbmemory.items import edit_item
-
     with transaction(url, "editing a memory item") as conn:
         item = edit_item(conn, user, item_id, text, org_id=org, retention_class=retention_class, actor=ACTOR)
     if as_json:
@@ -194,8 +225,6 @@ def rm(
 
         dbmemory items rm u-123 7
     """
-    from dbmemory.items import delete_item
-
     with transaction(url, "deleting a memory item") as conn:
         item = delete_item(conn, user, item_id, org_id=org, actor=ACTOR)
     if as_json:
@@ -218,8 +247,6 @@ def restore(
 
         dbmemory items restore u-123 7
     """
-    from dbmemory.items import restore_item
-
     with transaction(url, "restoring a memory item") as conn:
         item = restore_item(conn, user, item_id, org_id=org, actor=ACTOR)
     if as_json:
@@ -242,8 +269,6 @@ def clear(
 
         dbmemory items clear u-123 --yes
     """
-    from dbmemory.items import clear_items
-
     if not yes:
         raise InvalidArgumentError(
             f"'items clear' deletes every memory item of {user}: add --yes to confirm"
@@ -280,8 +305,6 @@ def purge(
         dbmemory items purge
         dbmemory items purge --user u-123 --now
     """
-    from dbmemory.items import purge_items
-
     with transaction(url, "purging memory items") as conn:
         count = purge_items(conn, org_id=org, user_id=user, include_grace=now_too, actor=ACTOR)
     if as_json:

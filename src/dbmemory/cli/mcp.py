@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from dbmemory.cli._common import EXIT_CODES_HELP, UrlOption
+from dbmemory.integrations.mcp_server import run
 
 __all__ = ["register", "mcp"]
 
@@ -50,6 +51,4 @@ def mcp(
     Client configuration (e.g. Claude Desktop): {"command": "dbmemory", "args": ["mcp",
     "--agent", "SUPPORT", "--user", "u-42"]}
     """
-    from dbmemory.integrations.mcp_server import run
-
     run(url=url, agent_code=agent, user_id=user, session_id=session, context=context or ())

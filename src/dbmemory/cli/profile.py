@@ -10,19 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
-from dbmemory.cli._common import (
-    EXIT_CODES_HELP,
-    JsonOption,
-    UrlOption,
-    engine_session,
-    plural,
-    print_json,
-    transaction,
-)
+from dbmemory.agent.setup import choose_model
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, plural, print_json
+from dbmemory.cli._database import engine_session, transaction
 from dbmemory.cli.replay import ModelOption
 from dbmemory.errors import InvalidArgumentError, NotFoundError
+from dbmemory.profile.config import UserMemoryConfig
+from dbmemory.profile.consolidate import UserMemoryPostprocessor
+from dbmemory.profile.format import new_profile, parse_profile, profile_text_problem, render_profile
+from dbmemory.profile.load import load_user_memory
+from dbmemory.profile.store import delete_profile, profile_store_key, read_profile, write_profile
+from dbmemory.profile.tokens import count_tokens
+from dbmemory.profile.transfer import export_profiles, import_profiles
 
 __all__ = ["profile_app", "register", "show", "edit", "delete", "import_", "export", "consolidate"]
 
@@ -83,6 +85,23 @@ def _read_text(text: str | None, from_file: Path | None) -> str | None:
         ) from None
 
 
+def _edit_in_editor(current: str) -> str | None:
+    """``current`` edited in the user's editor (``$VISUAL``, ``$EDITOR``, else click's guess);
+    None when the editor was closed without saving.
+
+    Raises:
+        InvalidArgumentError: no editor could be run (none set, or it failed).
+    """
+    try:
+        edited = click.edit(current, extension=".md")
+    except click.ClickException as exc:
+        raise InvalidArgumentError(
+            f"could not run an editor ({exc.format_message()}): set $EDITOR, or give the new "
+            "profile with --text, --from-file or on stdin"
+        ) from None
+    return edited if edited is None or isinstance(edited, str) else bytes(edited).decode("utf-8")
+
+
 @profile_app.command("show")
 def show(
     user_id: UserIdArgument,
@@ -103,9 +122,6 @@ def show(
         dbmemory profile show u-123
         dbmemory profile show ann@example.com --json --model gpt-4o-mini
     """
-    from dbmemory.profile.store import profile_store_key, read_profile
-    from dbmemory.profile.tokens import count_tokens
-
     with transaction(url, "reading a profile", read_only=True) as conn:
         record = read_profile(conn, user_id, root_folder=root_folder)
     if record is None:
@@ -155,15 +171,12 @@ def edit(
         dbmemory profile edit u-123
         dbmemory profile edit u-123 --from-file memory.md
     """
-    from dbmemory.profile.format import new_profile, parse_profile, render_profile
-    from dbmemory.profile.store import read_profile, write_profile
-
     with transaction(url, "reading a profile") as conn:
         record = read_profile(conn, user_id, root_folder=root_folder)
     current = record.text if record is not None else render_profile(new_profile(user_id))
     new_text = _read_text(text, from_file)
     if new_text is None:
-        new_text = typer.edit(current, extension=".md")
+        new_text = _edit_in_editor(current)
         if new_text is None:
             typer.echo("No change: the editor was closed without saving")
             return
@@ -196,8 +209,6 @@ def _check_edited_text(text: str) -> None:
     """Refuse an edited text that would silently lose content: no profile section at all, or
     text before the first section (only frontmatter and the ``# User Memory`` title may be);
     the rule is :func:`dbmemory.profile.format.profile_text_problem`, shared with import."""
-    from dbmemory.profile.format import profile_text_problem
-
     problem = profile_text_problem(text)
     if problem is None:
         return
@@ -225,8 +236,6 @@ def delete(
 
         dbmemory profile delete u-123 --yes
     """
-    from dbmemory.profile.store import delete_profile
-
     if not yes and not typer.confirm(f"Delete the profile of {user_id} permanently?", default=False):
         typer.echo("Kept the profile")
         return
@@ -267,8 +276,6 @@ def import_(
 
         dbmemory profile import ./exported-profiles
     """
-    from dbmemory.profile.transfer import import_profiles
-
     with transaction(url, "importing profiles") as conn:
         report = import_profiles(conn, directory, root_folder=root_folder, overwrite=overwrite, actor=ACTOR)
     _report(report, "Imported", as_json)
@@ -296,8 +303,6 @@ def export(
         dbmemory profile export ./profiles
         dbmemory profile export ./profiles --user u-123 --user u-456
     """
-    from dbmemory.profile.transfer import export_profiles
-
     with transaction(url, "exporting profiles", read_only=True) as conn:
         report = export_profiles(conn, directory, root_folder=root_folder, user_ids=user or None)
     _report(report, "Exported", as_json)
@@ -342,12 +347,6 @@ def consolidate(
 
         dbmemory profile consolidate u-123 --user-text 'My name is Ann' --assistant-text 'Hi Ann' --model scripted
     """
-    from dbmemory.profile.config import UserMemoryConfig
-    from dbmemory.profile.consolidate import UserMemoryPostprocessor
-    from dbmemory.profile.load import load_user_memory
-
-    from dbmemory.agent.setup import choose_model
-
     choice = choose_model(model)  # a missing key or an unknown name fails here, at once
     if choice.notice:
         typer.echo(choice.notice, err=True)

@@ -8,12 +8,25 @@ first line.
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, console, engine_session, plural, print_json, print_table
+from dbmemory.agent.replay import replay_conversation, replay_user_id, reset_replay_memory
+from dbmemory.agent.setup import choose_model, ensure_agent, ensure_schema
+from dbmemory.agent.transcripts import read_conversation
+from dbmemory.cli._common import EXIT_CODES_HELP, JsonOption, UrlOption, plural, print_json
+from dbmemory.cli._database import engine_session
+from dbmemory.cli._output import console, print_table
+from dbmemory.db.engine import redact_url
+from dbmemory.errors import PROFILE_MODULES, DbMemoryError, InvalidArgumentError, require_extra
+from dbmemory.profile.config import UserMemoryConfig
+from dbmemory.profile.store import profile_store_key
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.reads import list_files
+from dbmemory.store.resolve import check_run_ready
 
 if TYPE_CHECKING:
     from dbmemory.agent.replay import ReplaySummary
@@ -45,8 +58,6 @@ def register(app: typer.Typer) -> None:
 
 def sample_path() -> Path:
     """Path of the sample conversation shipped with the package (JSONL)."""
-    from importlib.resources import files
-
     return Path(str(files("dbmemory") / "data" / "sample_conversation.jsonl"))
 
 
@@ -71,6 +82,18 @@ def replay(
         str | None,
         typer.Option("--as", metavar="SPEAKER", help="LoCoMo speaker replayed as the user (default: speaker_a).", show_default=False),
     ] = None,
+    speakers: Annotated[
+        str,
+        typer.Option(
+            "--speakers",
+            metavar="a|both",
+            help=(
+                "LoCoMo: 'a' replays one speaker as the user (--as, default speaker_a); 'both' "
+                "replays each speaker as a user of their own (speaker_a, then speaker_b), the other "
+                "speaker's lines as the recorded replies."
+            ),
+        ),
+    ] = "a",
     sessions: Annotated[
         int | None,
         typer.Option("--sessions", min=1, metavar="N", help="Replay only the first N sessions.", show_default=False),
@@ -125,74 +148,78 @@ def replay(
 
         dbmemory replay locomo10.json --sample conv-26 --sessions 3
 
+        dbmemory replay locomo10.json --sample conv-26 --speakers both
+
     locomo10.json is LoCoMo, the public data set of Snap Research
     (https://github.com/snap-research/locomo, file data/locomo10.json).
 
         dbmemory replay chat.jsonl --model gpt-4o-mini --user u-42
     """
-    import dbmemory.profile  # noqa: F401 - the profile extra is said at start-up
-    from dbmemory.agent.replay import replay_conversation, replay_user_id, reset_replay_memory
-    from dbmemory.agent.setup import choose_model, ensure_agent, ensure_schema
-    from dbmemory.agent.transcripts import read_conversation
-    from dbmemory.db.engine import redact_url
-    from dbmemory.profile.config import UserMemoryConfig
-
+    require_extra("profile", PROFILE_MODULES)  # said at start-up, not at the first turn
+    if speakers not in ("a", "both"):
+        raise InvalidArgumentError(f"--speakers must be 'a' or 'both', not {speakers!r}")
+    if speakers == "both" and (user is not None or as_speaker is not None):
+        raise InvalidArgumentError(
+            "--speakers both replays each speaker as their own user (replay.<conversation>.<speaker>): "
+            "leave out --user and --as"
+        )
     choice = choose_model(model)
     if choice.notice:  # the first line of output, always
         typer.echo(choice.notice, err=as_json)
     path = input_path if input_path is not None else sample_path()
-    conversation = read_conversation(path, sample=sample, as_speaker=as_speaker).limited(sessions)
+    roles = ["speaker_a", "speaker_b"] if speakers == "both" else [as_speaker]
+    conversations = [read_conversation(path, sample=sample, as_speaker=r).limited(sessions) for r in roles]
+    if speakers == "both" and conversations[0].user_speaker is None:
+        raise InvalidArgumentError("--speakers both needs a LoCoMo file (a JSONL file has one user)")
     memory_config = UserMemoryConfig() if max_tokens is None else UserMemoryConfig(max_tokens=max_tokens)
-    user_id = user or replay_user_id(conversation)
     out = console()
+    reports = []
     with engine_session(url, "replaying a conversation") as engine:
         notes: list[str] = []
         if ensure_schema(engine):
             notes.append(f"Installed dbmemory's schema in {redact_url(engine.url)}.")
         if ensure_agent(engine, agent):
             notes.append(f"Enabled memory for agent {agent!r} (scope user).")
-        if fresh or user is None:
-            reset_replay_memory(engine, agent_code=agent, user_id=user_id, root_folder=memory_config.root_folder)
         if not as_json:
             for note in notes:
                 out.print(note)
-            out.print(
-                f"Replaying {conversation.id} from {path.name}: {plural(len(conversation.sessions), 'session')}, "
-                f"{plural(conversation.turn_count, 'user turn')}, as user {user_id!r}, agent {agent!r}, "
-                f"model {choice.model!r}, database {redact_url(engine.url)}"
+        for conversation in conversations:
+            user_id = user or replay_user_id(conversation)
+            if fresh or user is None:
+                reset_replay_memory(engine, agent_code=agent, user_id=user_id, root_folder=memory_config.root_folder)
+            if not as_json:
+                out.print(
+                    f"Replaying {conversation.id} from {path.name}: {plural(len(conversation.sessions), 'session')}, "
+                    f"{plural(conversation.turn_count, 'user turn')}, as user {user_id!r}, agent {agent!r}, "
+                    f"model {choice.model!r}, database {redact_url(engine.url)}"
+                )
+            summary = replay_conversation(
+                engine,
+                conversation,
+                model=choice.model,
+                complete=choice.complete,
+                agent_code=agent,
+                user_id=user_id,
+                user_memory=memory_config,
+                progress=not as_json,
             )
-        summary = replay_conversation(
-            engine,
-            conversation,
-            model=choice.model,
-            complete=choice.complete,
-            agent_code=agent,
-            user_id=user_id,
-            user_memory=memory_config,
-            progress=not as_json,
-        )
-        files = _files(engine, agent, user_id, memory_config.root_folder)
+            reports.append((summary, _files(engine, agent, user_id, memory_config.root_folder)))
     if as_json:
-        print_json(
-            {
-                "notice": choice.notice,
-                "summary": summary.as_dict(),
-                "profile": summary.profile_text,
-                "files": files,
-                "items": summary.items,
-            }
-        )
+        shown = [
+            {"summary": summary.as_dict(), "profile": summary.profile_text, "files": stored, "items": summary.items}
+            for summary, stored in reports
+        ]
+        if speakers == "both":
+            print_json({"notice": choice.notice, "speakers": shown})
+        else:
+            print_json({"notice": choice.notice, **shown[0]})
         return
-    _print_report(out, summary, files)
+    for summary, stored in reports:
+        _print_report(out, summary, stored)
 
 
 def _files(engine: Any, agent: str, user_id: str, root_folder: str) -> list[dict[str, Any]]:
     """Files of the agent's store for the user and of the user's profile store."""
-    from dbmemory.errors import DbMemoryError
-    from dbmemory.files import find_store_id, list_files
-    from dbmemory.profile.store import profile_store_key
-    from dbmemory.stores import check_run_ready
-
     rows: list[dict[str, Any]] = []
     with engine.connect() as conn:
         keys = []

@@ -10,14 +10,11 @@ from typing import Annotated
 
 import typer
 
-from dbmemory.cli._common import (
-    EXIT_FAILURE,
-    JsonOption,
-    UrlOption,
-    print_json,
-    transaction,
-)
+from dbmemory.cli._common import EXIT_FAILURE, JsonOption, UrlOption, print_json
+from dbmemory.cli._database import transaction
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.tool.memory_tool import MemoryTool
+from dbmemory.tool.messages import ERROR_MARKER
 
 __all__ = ["register", "tool", "parse_context"]
 
@@ -123,8 +120,6 @@ def tool(
         dbmemory tool -a DOCS -c document_id=7 '{"command": "view", "path": "/memories"}'
         echo '{"command": "view", "path": "/memories"}' | dbmemory tool --shared POLICIES -
     """
-    from dbmemory.tool import ERROR_MARKER, MemoryTool
-
     if (agent is None) == (shared is None):
         raise InvalidArgumentError("give exactly one of --agent AGENT or --shared CODE")
     if shared is not None and (user or session or context):

@@ -3,7 +3,7 @@
 :func:`create_engine` resolves the URL (argument, ``DBMEMORY_URL``, or the embedded SQLite file
 in the user data directory), picks dbmemory's default driver when the URL names none
 (``postgresql://`` -> psycopg 3, ``mysql://``/``mariadb://`` -> PyMySQL, ``oracle://`` ->
-python-oracledb thin mode), and applies :func:`dbmemory.db.dialect.configure_engine`.
+python-oracledb thin mode), and applies :func:`dbmemory.db.dialect.setup.configure_engine`.
 Driver-wide defaults (such as ``oracledb.defaults.fetch_lobs``) are never changed: the host
 application shares the driver.
 
@@ -15,14 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from dbmemory.db import dialect
-from dbmemory.db.dialect import configure_engine
+from dbmemory.db.dialect import txn as dialect_txn
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.dialect.setup import configure_engine, engine_arguments
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError, extra_hint
+from dbmemory.settings import Settings
 
-__all__ = ["create_engine", "engine_url", "normalize_url", "redact_url"]
+__all__ = ["connect", "create_engine", "engine_url", "normalize_url", "redact_url"]
 
 _DEFAULT_DRIVERS: dict[str, str] = {
     "postgresql": "postgresql+psycopg",
@@ -135,7 +136,7 @@ def engine_url(engine: Engine, *, hide_password: bool = True) -> str:
         The URL as text.
     """
     url = engine.url
-    if dialect.transaction_pooling(engine):
+    if dialect_txn.transaction_pooling(engine):
         url = url.update_query_dict({POOLING_QUERY_KEY: "true"})
     return url.render_as_string(hide_password=hide_password)
 
@@ -145,6 +146,7 @@ def create_engine(
     *,
     lock_timeout_ms: int | None = None,
     transaction_pooling: bool | None = None,
+    commit_outcome_wait_s: float | None = None,
     **kwargs: Any,
 ) -> Engine:
     """Create an Engine set up the way dbmemory needs it.
@@ -156,7 +158,7 @@ def create_engine(
         lock_timeout_ms: how long a write waits for another transaction's lock, in
             milliseconds, before it gives up with a retry text; None reads
             ``DBMEMORY_LOCK_TIMEOUT_MS`` (default 5000). See
-            :func:`~dbmemory.db.dialect.configure_engine`.
+            :func:`~dbmemory.db.dialect.setup.configure_engine`.
         **kwargs: passed to :func:`sqlalchemy.create_engine` (``echo``, ``pool_size``, ...).
             ``pool_pre_ping`` defaults to True on server databases (a connection dropped by a
             server restart is replaced before use instead of failing the first call); pass
@@ -173,14 +175,14 @@ def create_engine(
         A configured :class:`~sqlalchemy.engine.Engine` whose lock waits are bounded by
         ``lock_timeout_ms``. SQLite engines get WAL, a busy timeout,
         foreign keys and ``BEGIN IMMEDIATE`` transactions
-        (:func:`~dbmemory.db.dialect.configure_engine`);
+        (:func:`~dbmemory.db.dialect.setup.configure_engine`);
         an in-memory SQLite database uses a :class:`~sqlalchemy.pool.StaticPool`, so every
         connection of the engine sees the same database (one shared DB-API connection: use
         one :class:`~sqlalchemy.engine.Connection` at a time).
 
     Raises:
         MissingDependencyError: the URL's driver is not installed; the message names the extra,
-            e.g. ``pip install 'dbmemory[postgres]'``.
+            e.g. ``pip install -e ".[postgres]"``.
         InvalidArgumentError: the URL cannot be parsed or names an unknown database.
     """
     settings = None
@@ -188,9 +190,7 @@ def create_engine(
         url, from_url = _pop_pooling(normalize_url(url))
         if transaction_pooling is None:
             transaction_pooling = from_url
-    if url is None or lock_timeout_ms is None or transaction_pooling is None:
-        from dbmemory.settings import Settings
-
+    if url is None or lock_timeout_ms is None or transaction_pooling is None or commit_outcome_wait_s is None:
         try:
             settings = Settings()
         except ValueError as exc:  # pydantic's ValidationError: a DBMEMORY_* variable is wrong
@@ -204,6 +204,8 @@ def create_engine(
             lock_timeout_ms = settings.lock_timeout_ms
         if transaction_pooling is None:
             transaction_pooling = settings.transaction_pooling
+        if commit_outcome_wait_s is None:
+            commit_outcome_wait_s = settings.commit_outcome_wait_s
     if isinstance(lock_timeout_ms, bool) or not isinstance(lock_timeout_ms, int) or lock_timeout_ms <= 0:
         raise InvalidArgumentError(
             f"lock_timeout_ms must be a positive whole number of milliseconds, got "
@@ -213,24 +215,7 @@ def create_engine(
     if from_url is not None:  # the URL came from DBMEMORY_URL
         transaction_pooling = from_url
     backend = _backend(parsed)
-    pooling = bool(transaction_pooling) and backend == "postgresql"
-    if backend != "sqlite":  # a file or in-memory database has no server to restart
-        kwargs.setdefault("pool_pre_ping", True)
-
-    if backend == "sqlite":
-        database = parsed.database
-        if database in (None, "", ":memory:") or parsed.query.get("mode") == "memory":
-            kwargs.setdefault("poolclass", StaticPool)
-            connect_args = dict(kwargs.pop("connect_args", {}) or {})
-            connect_args.setdefault("check_same_thread", False)
-            kwargs["connect_args"] = connect_args
-
-    for key, value in dialect.engine_defaults(backend).items():
-        kwargs.setdefault(key, value)
-    if pooling:
-        connect_args = dict(kwargs.pop("connect_args", {}) or {})
-        connect_args.update(dialect.transaction_pooling_connect_args(backend))
-        kwargs["connect_args"] = connect_args
+    kwargs, pooling = engine_arguments(parsed, kwargs, transaction_pooling=bool(transaction_pooling))
 
     try:
         engine = sa.create_engine(parsed, **kwargs)
@@ -249,4 +234,29 @@ def create_engine(
             f"'{parsed.drivername}' is not a database SQLAlchemy knows: use sqlite, oracle, "
             "postgresql or mysql/mariadb URLs"
         ) from exc
-    return configure_engine(engine, lock_timeout_ms=lock_timeout_ms, transaction_pooling=pooling)
+    return configure_engine(
+        engine,
+        lock_timeout_ms=lock_timeout_ms,
+        transaction_pooling=pooling,
+        commit_outcome_wait_s=commit_outcome_wait_s,
+    )
+
+
+def connect(engine: Engine, action: str = "connecting to the database") -> Connection:
+    """``engine.connect()`` with its failures translated: what every entry point that is given
+    an Engine uses to open its connection.
+
+    Returns:
+        A new :class:`~sqlalchemy.engine.Connection` (close it, e.g. ``with connect(e) as c``).
+
+    Raises:
+        StorageError: the database cannot be reached or refused the connection (code
+            ``connect_failed``, the message names host:port/database as
+            :func:`~dbmemory.db.dialect.errors.database_target` does, never the password), or
+            the engine's pool had no free connection within ``pool_timeout`` (code
+            ``pool_exhausted``); the driver's exception is chained as ``__cause__``.
+    """
+    try:
+        return engine.connect()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, action, target=engine) from exc

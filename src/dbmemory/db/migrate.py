@@ -44,9 +44,15 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 
-from dbmemory.db import dialect as _dialect
+from dbmemory.core.checks import show
+from dbmemory.db.dialect.oracle import ddl_commits_transaction, is_oracle, oracle19_dialect
+from dbmemory.db.engine import connect, create_engine
 from dbmemory.db.schema import VERSION_TABLE
 from dbmemory.errors import InvalidArgumentError, StorageError
 
@@ -90,8 +96,6 @@ def alembic_config(**attributes: Any) -> Any:
     Returns:
         An :class:`alembic.config.Config` (no ini file).
     """
-    from alembic.config import Config
-
     config = Config()
     # ConfigParser interpolation: a '%' in the install path must be doubled.
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
@@ -103,9 +107,6 @@ def _check_bind(bind: object) -> None:
     """Refuse a ``bind`` that is not a URL (text or URL), an Engine or a Connection: ``None``
     would otherwise open the default database (``DBMEMORY_URL`` or the user's SQLite file)."""
     if not isinstance(bind, (str, URL, Engine, Connection)):
-        from dbmemory.errors import InvalidArgumentError
-        from dbmemory.validate import show
-
         raise InvalidArgumentError(
             f"bind must be a database URL, an Engine or a Connection, got {show(bind)}: pass "
             "e.g. 'sqlite:///memory.db' or dbmemory.create_engine(url)"
@@ -123,7 +124,7 @@ def _connection(bind: Bind) -> Iterator[Connection]:
     _check_bind(bind)
     if isinstance(bind, Connection):
         if bind.in_transaction():
-            if _dialect.ddl_commits_transaction(bind.dialect):
+            if ddl_commits_transaction(bind.dialect):
                 raise InvalidArgumentError(
                     "the Connection given to the migration is inside a transaction, and on "
                     "Oracle every DDL statement commits it, your pending changes included: "
@@ -136,14 +137,12 @@ def _connection(bind: Bind) -> Iterator[Connection]:
                 yield bind
         return
     if isinstance(bind, Engine):
-        with bind.begin() as conn:
+        with connect(bind, "migrating the schema") as conn, conn.begin():
             yield conn
         return
-    from dbmemory.db.engine import create_engine
-
     engine = create_engine(bind)
     try:
-        with engine.begin() as conn:
+        with connect(engine, "migrating the schema") as conn, conn.begin():
             yield conn
     finally:
         engine.dispose()
@@ -171,10 +170,8 @@ def upgrade(bind: Bind, revision: str = "head") -> None:
         OracleSetupWarning: on Oracle, ``CREATE PROCEDURE`` or ``CREATE JOB`` is missing (the
             schema installs; ``sql/oracle/expiry_job.sql`` would fail).
     """
-    from alembic import command
-
     with _connection(bind) as conn:
-        if _dialect.is_oracle(conn) and not _at_revision(conn, revision):
+        if is_oracle(conn) and not _at_revision(conn, revision):
             facts = read_oracle_facts(conn)
             problems, notes = oracle_preflight(facts)
             for note in notes:
@@ -209,8 +206,6 @@ def downgrade(bind: Bind, revision: str = "base") -> None:
         alembic.util.CommandError: ``revision`` is unknown.
         InvalidArgumentError: on Oracle, ``bind`` is a Connection inside a transaction.
     """
-    from alembic import command
-
     with _connection(bind) as conn:
         command.downgrade(alembic_config(connection=conn), revision)
 
@@ -226,8 +221,6 @@ def current(bind: Bind) -> str | None:
         The revision id (e.g. ``"0001"``), or None when dbmemory's schema is not installed
         (no version table, or an empty one).
     """
-    from alembic.runtime.migration import MigrationContext
-
     _check_bind(bind)
 
     def read(conn: Connection) -> str | None:
@@ -237,13 +230,11 @@ def current(bind: Bind) -> str | None:
     if isinstance(bind, Connection):
         return read(bind)
     if isinstance(bind, Engine):
-        with bind.connect() as conn:
+        with connect(bind, "reading the schema revision") as conn:
             return read(conn)
-    from dbmemory.db.engine import create_engine
-
     engine = create_engine(bind)
     try:
-        with engine.connect() as conn:
+        with connect(engine, "reading the schema revision") as conn:
             return read(conn)
     finally:
         engine.dispose()
@@ -251,8 +242,6 @@ def current(bind: Bind) -> str | None:
 
 def head() -> str:
     """The newest revision id shipped with this version of dbmemory (e.g. ``"0001"``)."""
-    from alembic.script import ScriptDirectory
-
     heads = ScriptDirectory.from_config(alembic_config()).get_heads()
     if len(heads) != 1:  # pragma: no cover - a packaging error
         raise RuntimeError(f"dbmemory's migrations must have one head, found {heads}")
@@ -262,7 +251,7 @@ def head() -> str:
 def offline_dialect(dialect_name: str) -> Dialect:
     """The unconnected dialect used to render offline SQL for ``dialect_name``.
 
-    Oracle is compiled as 19c (:func:`dbmemory.db.dialect.oracle19_dialect`: no native
+    Oracle is compiled as 19c (:func:`dbmemory.db.dialect.oracle.oracle19_dialect`: no native
     BOOLEAN, no JSON); other names get SQLAlchemy's default dialect for that database.
 
     Args:
@@ -271,8 +260,6 @@ def offline_dialect(dialect_name: str) -> Dialect:
     Raises:
         sqlalchemy.exc.NoSuchModuleError: the name is not a SQLAlchemy dialect.
     """
-    from dbmemory.db.dialect import oracle19_dialect
-
     factories: dict[str, Callable[[], Dialect]] = {"oracle": oracle19_dialect}
     factory = factories.get(dialect_name)
     if factory is not None:
@@ -297,8 +284,6 @@ def offline_sql(dialect_name: str, direction: str = "upgrade") -> str:
     Raises:
         ValueError: ``direction`` is neither ``"upgrade"`` nor ``"downgrade"``.
     """
-    from alembic import command
-
     buffer = io.StringIO()
     config = alembic_config(offline_dialect=offline_dialect(dialect_name), output_buffer=buffer)
     if direction == "upgrade":

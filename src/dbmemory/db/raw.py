@@ -4,15 +4,15 @@ SQLAlchemy's ``Connection.execute`` costs ~40-50 µs per statement on SQLite aga
 the statement itself on ``sqlite3``'s cursor. The reads of the MEMORY tool's ``view`` (a
 directory's listing, a file read, and the touch a read records on SQLite) go through
 :func:`all_rows`, :func:`first_row` and :func:`row_count` instead: where
-:func:`dbmemory.db.dialect.raw_reads` allows it, the statement object of
-:mod:`dbmemory.statements` is compiled once per dialect into its SQL text, the order of its
+:func:`dbmemory.db.dialect.base.raw_reads` allows it, the statement object of
+:mod:`dbmemory.store.statements.reads` is compiled once per dialect into its SQL text, the order of its
 parameters with their bind processors and the result processors of its columns, and run on
-``conn.connection.driver_connection``. Everywhere else (and whenever the raw path is not
+``driver_connection(conn)``. Everywhere else (and whenever the raw path is not
 exactly what ``conn.execute`` would do) the same statement runs through ``conn.execute``.
 
 Same transaction: the raw path is taken only when ``conn`` is in a transaction SQLAlchemy began
 and the driver's connection is in it too (``sqlite3.Connection.in_transaction``: the ``BEGIN
-IMMEDIATE`` of :func:`dbmemory.db.dialect.configure_engine` ran). Then ``conn.execute`` would
+IMMEDIATE`` of :func:`dbmemory.db.dialect.setup.configure_engine` ran). Then ``conn.execute`` would
 not begin anything first and would run the statement on that same driver connection, so the
 statement joins the caller's transaction (and savepoint) either way. Not in a transaction yet
 (SQLAlchemy would autobegin), an ``AUTOCOMMIT`` connection outside a transaction of its own, a
@@ -44,7 +44,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-from dbmemory.db import dialect as _dialect
+from dbmemory.db.dialect.base import driver_connection, raw_reads
 
 __all__ = ["all_rows", "first_row", "row_count", "columns"]
 
@@ -122,7 +122,7 @@ def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
     return _Plan(compiled.string, binds, results, writes=not isinstance(stmt, sa.Select))
 
 
-def _plan(dialect: Dialect, stmt: Any) -> _Plan | None:
+def plan_of(dialect: Dialect, stmt: Any) -> _Plan | None:
     plans = dialect.__dict__.get(_PLANS)
     if plans is None:
         plans = dialect.__dict__.setdefault(_PLANS, {})
@@ -138,10 +138,10 @@ def _plan(dialect: Dialect, stmt: Any) -> _Plan | None:
     return plan
 
 
-def _driver(conn: Connection) -> Any:
+def dbapi_connection(conn: Connection) -> Any:
     """The DB-API connection when a statement may run on it directly (see the module text),
     else ``None``."""
-    if not _dialect.raw_reads(conn):
+    if not raw_reads(conn):
         return None
     if conn.invalidated or not conn.in_transaction() or conn._echo:
         return None
@@ -150,8 +150,8 @@ def _driver(conn: Connection) -> Any:
     dispatch = conn.dispatch
     if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
         return None
-    driver = conn.connection.driver_connection
     try:
+        driver = driver_connection(conn)
         if not driver.in_transaction:
             return None
     except Exception:  # a closed driver connection: conn.execute says so
@@ -160,10 +160,10 @@ def _driver(conn: Connection) -> Any:
 
 
 def _run(conn: Connection, stmt: Any, params: dict[str, Any], how: str) -> Any:
-    driver = _driver(conn)
+    driver = dbapi_connection(conn)
     if driver is None:
         return _NOT_RAW
-    plan = _plan(conn.dialect, stmt)
+    plan = plan_of(conn.dialect, stmt)
     if plan is None:
         return _NOT_RAW
     try:

@@ -3,8 +3,8 @@
 Rules kept here: every table is prefixed ``dbm_``; no table, column or constraint name is an
 Oracle reserved word or longer than 30 characters; the file body is a CLOB that is never
 compared, sorted or grouped (sizes live in ``char_count``, equality uses ``version_no`` and
-``path_hash``); timestamps are UTC (:class:`~dbmemory.db.dialect.UtcDateTime`); yes/no columns
-are :class:`~dbmemory.db.dialect.Flag` (``NUMBER(1)`` with a ``CHECK (col IN (0, 1))`` on
+``path_hash``); timestamps are UTC (:class:`~dbmemory.db.dialect.types.UtcDateTime`); yes/no columns
+are :class:`~dbmemory.db.dialect.oracle.Flag` (``NUMBER(1)`` with a ``CHECK (col IN (0, 1))`` on
 Oracle 19c and 23ai alike, ``BOOLEAN`` elsewhere).
 
 Migrations (``dbmemory/db/migrations``) create exactly these tables; a test compares them.
@@ -12,9 +12,12 @@ Migrations (``dbmemory/db/migrations``) create exactly these tables; a test comp
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
-from dbmemory.db.dialect import BodyText, Flag, PathText, UtcDateTime, big_id, flag_check
+from dbmemory.db.dialect.oracle import Flag, flag_check
+from dbmemory.db.dialect.types import BodyText, PathText, SearchText, UtcDateTime, big_id
 
 __all__ = [
     "metadata",
@@ -30,6 +33,9 @@ __all__ = [
     "org_settings",
     "memory_switches",
     "item_marks",
+    "episodes",
+    "EPISODE_SEARCH_TABLE",
+    "BACKEND_ONLY_COLUMNS",
     "AUDIT_REPORT_VIEW",
     "audit_report_view_select",
     "FILE_LIST_VIEW",
@@ -53,7 +59,7 @@ metadata = sa.MetaData(
     }
 )
 
-_MYSQL = {
+_MYSQL: dict[str, Any] = {  # dialect keywords of sa.Table (its **kw is Any)
     "mysql_engine": "InnoDB",
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -293,6 +299,46 @@ item_marks = sa.Table(
 )
 """Times of the item runtime (revision 0003): the last extraction per chat (skip window) and
 the last profile summary fold per user, see :mod:`dbmemory.items.runtime_data`."""
+
+
+episodes = sa.Table(
+    "dbm_episodes",
+    metadata,
+    sa.Column("episode_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column("org_id", sa.String(200), nullable=False),
+    sa.Column("user_key", sa.String(200), nullable=False, comment="encoded user id"),
+    sa.Column("chat_id", sa.String(200), nullable=True, comment="the session the turn was in"),
+    sa.Column("turn_at", UtcDateTime(), nullable=False, comment="time of the turn"),
+    sa.Column(
+        "episode_text",
+        SearchText,
+        nullable=True,
+        comment="user text, a newline, assistant text (detectors applied); NULL means empty",
+    ),
+    sa.Column("user_chars", sa.Integer(), nullable=False, comment="characters of the user's text"),
+    sa.Column("char_count", sa.Integer(), nullable=False, comment="length of episode_text"),
+    sa.Column("retention_class", sa.String(20), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("expires_at", UtcDateTime(), nullable=True, comment="NULL: never"),
+    sa.Index("ix_dbm_episodes_user", "org_id", "user_key", "turn_at"),
+    sa.Index("ix_dbm_episodes_expires", "expires_at"),
+    **_MYSQL,
+)
+"""Conversation episodes (revision 0006): one row per turn of a user, see
+:mod:`dbmemory.items.episodes`. Each backend also has its full-text index, created by the
+revision outside this metadata: SQLite the FTS5 table :data:`EPISODE_SEARCH_TABLE` kept by
+triggers, PostgreSQL the generated ``search_vector`` column with a GIN index, MySQL/MariaDB a
+``FULLTEXT`` index, Oracle an Oracle Text ``CONTEXT`` index (all named
+``ix_dbm_episodes_search`` but SQLite's)."""
+
+EPISODE_SEARCH_TABLE = "dbm_episodes_fts"
+"""SQLite's FTS5 external-content table over ``dbm_episodes.episode_text``."""
+
+BACKEND_ONLY_COLUMNS: dict[str, frozenset[tuple[str, str]]] = {
+    "postgresql": frozenset({("dbm_episodes", "search_vector")}),
+}
+"""``(table, column)`` a revision adds on one backend only, outside this metadata (PostgreSQL's
+generated ``tsvector`` of the episodes)."""
 
 
 def audit_report_view_select() -> sa.Select[tuple[object, ...]]:

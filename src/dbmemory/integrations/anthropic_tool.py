@@ -20,7 +20,7 @@ stored contents it gives the model the SDK tool's text, byte for byte**: the dir
 sizes as the SDK computes them (bytes on disk: the UTF-8 length of the text, ``36B``,
 ``1.5K``; ``4K`` for a directory), the empty last line a final newline shows, the ``insert``
 answer and every error text (raised as the SDK's ``ToolError``, so the runner returns it with
-``is_error: true`` as it does for its own tool). ``tests/test_anthropic_dropin.py`` runs the
+``is_error: true`` as it does for its own tool). ``tests/integrations/test_anthropic_dropin.py`` runs the
 same call sequences against the SDK's tool in a temporary directory and against this one.
 :class:`dbmemory.tool.MemoryTool` (what ``run_turn``, MCP and the CLI use) keeps its own,
 richer texts.
@@ -40,13 +40,13 @@ Where they differ, on purpose:
   as ``4K\t/memories/a/``; its ``rename`` also leaves the new path's parent directories behind
   when the source does not exist). The differential test removes empty directories from the
   SDK's tree after each call, which is this model.
-* **dbmemory's path and text rules apply** (:mod:`dbmemory.paths`): a path the SDK would store
+* **dbmemory's path and text rules apply** (:mod:`dbmemory.core.paths`): a path the SDK would store
   under a name those rules refuse (control or invisible characters, look-alike slashes, a
   segment with leading or trailing spaces, more than 1,000 characters) or spell differently
   (percent-escapes are decoded, names are NFC-normalised) gets dbmemory's text; a text with NUL
   is refused (PostgreSQL cannot store it). ``.`` and ``..`` segments resolve as on the SDK's
   disk (``/memories/a/../b.md`` is ``/memories/b.md``; past the root: the SDK's "would escape").
-* **Caps** (:mod:`dbmemory.caps`): a write past a store's cap is refused with dbmemory's text;
+* **Caps** (:mod:`dbmemory.store.caps`): a write past a store's cap is refused with dbmemory's text;
   the SDK has no caps. A concurrency or storage failure also has dbmemory's text.
 * ``view_range`` with a value that is not a whole number, an input without a command or with
   an unknown one, a command without a required field: an error text (the SDK's tool crashes;
@@ -59,7 +59,7 @@ given a Connection, commands join the caller's transaction and nothing commits (
 rollback removes the writes). :class:`AsyncDbMemoryTool` is the ``BetaAsyncAbstractMemoryTool``
 form; it runs the same work in a worker thread.
 
-Needs the ``anthropic`` extra (``pip install 'dbmemory[anthropic]'``).
+Needs the ``anthropic`` extra (``pip install -e ".[anthropic]"``).
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
+from dbmemory.core.model import FileRecord
+from dbmemory.core.paths import is_root, normalize_path
 from dbmemory.errors import (
     AlreadyExistsError,
     DbMemoryError,
@@ -79,19 +81,32 @@ from dbmemory.errors import (
     extra_hint,
 )
 from dbmemory.integrations import anthropic_texts as texts
-from dbmemory.model import FileRecord
-from dbmemory.paths import is_root, normalize_path
-from dbmemory.tool.memory_tool import _encodable
-from dbmemory.txn import committing
+from dbmemory.items.search_tool import (
+    SEARCH_INPUT_SCHEMA,
+    SEARCH_TOOL_DESCRIPTION,
+    SEARCH_TOOL_NAME,
+    run_search_tool,
+)
+from dbmemory.store.files import create_file, edit_file
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.moves import clear_store_files, delete_path, rename_path
+from dbmemory.store.reads import file_bytes, get_file, list_directory, view_path
+from dbmemory.store.units import committing
+from dbmemory.tool.memory_tool import MemoryTool, encodable
 
 try:
-    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import (
+        BetaAbstractMemoryTool,
+        BetaAsyncAbstractMemoryTool,
+        BetaFunctionTool,
+        ToolError,
+    )
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
         "the Anthropic memory-tool adapter needs the anthropic package: " + extra_hint("anthropic")
     ) from exc
 
-__all__ = ["DbMemoryTool", "AsyncDbMemoryTool"]
+__all__ = ["DbMemoryTool", "AsyncDbMemoryTool", "memory_search_tool"]
 
 class _Args:
     """A command's fields by attribute, for an SDK command model or a plain mapping."""
@@ -121,16 +136,12 @@ def _path(shown: object) -> str:
 
 def _under(conn: Connection, tool: Any, directory: str) -> list[tuple[str, int]]:
     """``(path relative to directory, bytes)`` of every file under it."""
-    from dbmemory.reads import file_bytes
-
     cut = len(directory) + 1
     return [(path[cut:], size) for path, size in file_bytes(conn, tool.store.store_key, directory)]
 
 
 def _kind(conn: Connection, tool: Any, path: str) -> str | None:
     """``"file"``, ``"directory"`` or ``None``: what is at a store path (no touch, no lock)."""
-    from dbmemory.files import find_store_id, get_file, list_directory
-
     if is_root(path):
         return "directory"
     store_id = find_store_id(conn, tool.store.store_key)
@@ -144,8 +155,6 @@ def _kind(conn: Connection, tool: Any, path: str) -> str | None:
 
 
 def _view(conn: Connection, tool: Any, c: _Args) -> str:
-    from dbmemory.files import view_path
-
     path = _path(c.path)
     if is_root(path):
         return texts.listing(c.path, _under(conn, tool, path))
@@ -165,8 +174,6 @@ def _view(conn: Connection, tool: Any, c: _Args) -> str:
 
 
 def _create(conn: Connection, tool: Any, c: _Args) -> str:
-    from dbmemory.files import create_file
-
     path = _path(c.path)
     exists = texts.SdkError(f"File {c.path} already exists")
     if is_root(path):
@@ -183,8 +190,6 @@ def _create(conn: Connection, tool: Any, c: _Args) -> str:
 
 
 def _edit(conn: Connection, tool: Any, c: _Args, action: str, transform: Any) -> None:
-    from dbmemory.files import edit_file
-
     path = _path(c.path)
     if is_root(path):
         raise texts.SdkError(f"The path {c.path} is not a file.")
@@ -220,8 +225,6 @@ def _insert(conn: Connection, tool: Any, c: _Args) -> str:
 
 
 def _delete(conn: Connection, tool: Any, c: _Args) -> str:
-    from dbmemory.files import delete_path
-
     path = _path(c.path)
     if is_root(path):
         raise texts.SdkError("Cannot delete the /memories directory itself")
@@ -233,8 +236,6 @@ def _delete(conn: Connection, tool: Any, c: _Args) -> str:
 
 
 def _rename(conn: Connection, tool: Any, c: _Args) -> str:
-    from dbmemory.files import rename_path
-
     old, new = _path(c.old_path), _path(c.new_path)
     if is_root(old):
         raise texts.SdkError("Cannot rename the /memories directory itself")
@@ -299,8 +300,6 @@ class _Backend:
         self.store_code = store_code
 
     def _tool(self, conn: Connection) -> Any:
-        from dbmemory.tool import MemoryTool
-
         actor = "anthropic-memory-tool" + (f" agent={self.agent_code}" if self.agent_code else "")
         if self.agent_code is None:
             return MemoryTool.for_store(conn, self.store_code or "", actor=actor)
@@ -313,16 +312,18 @@ class _Backend:
             actor=actor,
         )
 
-    def _in_transaction(self, work: Any) -> Any:
+    def _in_transaction(self, work: Any) -> str:
         if isinstance(self.bind, Engine):
             # one committed transaction per command; a commit whose connection was lost
             # says the change may be saved (txn.commit_failed), never that nothing was
             try:
                 with committing(self.bind, "committing the memory change", single_unit=True) as conn:
-                    return work(conn)
+                    answer: str = work(conn)
+                    return answer
             except DbMemoryError as exc:
-                raise ToolError(_encodable(exc.message)) from None
-        return work(self.bind)
+                raise ToolError(encodable(exc.message)) from None
+        joined: str = work(self.bind)
+        return joined
 
     def result(self, name: str, command: Any) -> str:
         """Run one command; return the SDK's text, or raise ``ToolError`` with the SDK's text
@@ -336,14 +337,12 @@ class _Backend:
             except texts.SdkError as exc:
                 raise ToolError(exc.message) from None
             except DbMemoryError as exc:
-                raise ToolError(_encodable(tool._message(args, exc))) from None
+                raise ToolError(encodable(tool._message(args, exc))) from None
 
         return self._in_transaction(work)
 
     def clear(self) -> str:
         """Delete every file of the store (one audit event per file); the SDK's text."""
-        from dbmemory.files import clear_store_files, find_store_id
-
         def work(conn: Connection) -> str:
             store_id = find_store_id(conn, self._tool(conn).store.store_key)
             if store_id is not None:
@@ -390,7 +389,8 @@ class DbMemoryTool(BetaAbstractMemoryTool):
     def execute(self, command: Any) -> str:
         """Dispatch one command (what the SDK's ``call`` does with a tool-use input); an input
         without a known command is a ``ToolError`` (the SDK's tool crashes on it)."""
-        return getattr(self, _command_name(command))(command)
+        answer: str = getattr(self, _command_name(command))(command)
+        return answer
 
     def view(self, command: Any) -> str:
         """``view``: a directory listing or a numbered file (optional ``view_range``)."""
@@ -446,7 +446,8 @@ class AsyncDbMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def execute(self, command: Any) -> str:
         """See :meth:`DbMemoryTool.execute`."""
-        return await getattr(self, _command_name(command))(command)
+        answer: str = await getattr(self, _command_name(command))(command)
+        return answer
 
     async def _run(self, name: str, command: Any) -> str:
         return await asyncio.to_thread(self._backend.result, name, command)
@@ -478,3 +479,36 @@ class AsyncDbMemoryTool(BetaAsyncAbstractMemoryTool):
     async def clear_all_memory(self) -> str:
         """See :meth:`DbMemoryTool.clear_all_memory`."""
         return await asyncio.to_thread(self._backend.clear)
+
+
+def memory_search_tool(
+    engine_or_conn: Engine | Connection, user_id: str, *, org_id: str = "default"
+) -> Any:
+    """The ``memory_search`` tool (:mod:`dbmemory.items.search_tool`) as an SDK function tool,
+    to pass next to :class:`DbMemoryTool` (the six MEMORY commands stay the SDK's)::
+
+        tools=[DbMemoryTool(engine, "SUPPORT", user_id="u-42"), memory_search_tool(engine, "u-42")]
+
+    Searches only ``user_id``'s memory, in a read-only transaction of its own (given an
+    Engine) or the caller's (a Connection). An error text is raised as the SDK's ``ToolError``
+    (the runner returns it with ``is_error: true``).
+    """
+
+    def memory_search(query: str, scope: str = "all", limit: int = 5) -> str:
+        arguments = {"query": query, "scope": scope, "limit": limit}
+        if isinstance(engine_or_conn, Engine):
+            with engine_or_conn.connect() as conn:
+                try:
+                    text = run_search_tool(conn, arguments, user_id=user_id, org_id=org_id)
+                finally:
+                    conn.rollback()
+        else:
+            text = run_search_tool(engine_or_conn, arguments, user_id=user_id, org_id=org_id)
+        if text.startswith("Error: "):
+            raise ToolError(text)
+        return text
+
+    return BetaFunctionTool(
+        memory_search, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION,
+        input_schema=SEARCH_INPUT_SCHEMA,
+    )

@@ -21,7 +21,7 @@ Client configuration (Claude Desktop ``mcpServers`` entry)::
 
     {"dbmemory": {"command": "dbmemory", "args": ["mcp", "--agent", "SUPPORT", "--user", "u-42"]}}
 
-Needs the ``mcp`` extra (``pip install 'dbmemory[mcp]'``).
+Needs the ``mcp`` extra (``pip install -e ".[mcp]"``).
 """
 
 from __future__ import annotations
@@ -32,11 +32,27 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from dbmemory.agent.setup import ensure_schema
+from dbmemory.db.engine import connect, create_engine, redact_url
 from dbmemory.errors import DbMemoryError, InvalidArgumentError, MissingDependencyError, extra_hint
+from dbmemory.items.search_tool import (
+    SEARCH_INPUT_SCHEMA,
+    SEARCH_TOOL_DESCRIPTION,
+    SEARCH_TOOL_NAME,
+    run_search_tool,
+)
+from dbmemory.profile.store import encode_user_id, read_profile
+from dbmemory.store.resolve import check_run_ready
+from dbmemory.store.units import committing
+from dbmemory.tool.memory_tool import MemoryTool
+from dbmemory.tool.messages import error_text
+from dbmemory.tool.schema import tool_schema
+from dbmemory.tool.storage_messages import internal_error, storage_unavailable
 
 __all__ = [
     "SERVER_NAME",
@@ -46,6 +62,7 @@ __all__ = [
     "serve_stdio",
     "parse_context",
     "main",
+    "run",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,8 +84,8 @@ def _import_mcp() -> tuple[Any, Any]:
             command).
     """
     try:
-        import mcp_types as types
-        from mcp.server import Server
+        import mcp_types as types  # optional dependency (mcp extra), imported on use
+        from mcp.server import Server  # optional dependency (mcp extra), imported on use
         from mcp.server.stdio import stdio_server  # noqa: F401 - serve_stdio needs it
     except ImportError as exc:
         raise MissingDependencyError(
@@ -79,8 +96,6 @@ def _import_mcp() -> tuple[Any, Any]:
 
 def package_version() -> str:
     """dbmemory's installed version (``serverInfo.version``), or ``"0+unknown"`` from a bare tree."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("dbmemory")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -136,9 +151,7 @@ class McpMemoryServer:
             InvalidScopeError: disabled, or a missing context key, user id or session id.
             StorageError: the database cannot be reached or has no schema.
         """
-        from dbmemory.stores import check_run_ready
-
-        with self.engine.connect() as conn:
+        with connect(self.engine, "checking the agent's store") as conn:
             check_run_ready(
                 conn, self.agent_code, user_id=self.user_id, session_id=self.session_id, run_context=self.run_context
             )
@@ -149,10 +162,6 @@ class McpMemoryServer:
         Returns:
             The tool's text (a failure starts with ``"Error: "``).
         """
-        from dbmemory.tool import MemoryTool
-        from dbmemory.tool.messages import error_text, internal_error, storage_unavailable
-        from dbmemory.txn import committing
-
         try:
             with committing(self.engine, "committing the memory change", single_unit=True) as conn:
                 tool = MemoryTool(
@@ -174,21 +183,30 @@ class McpMemoryServer:
             except Exception:  # pragma: no cover
                 return error_text(internal_error())
 
+    def call_search(self, arguments: object) -> str:
+        """Run one ``memory_search`` call for the server's user in a read-only transaction of
+        its own (:func:`dbmemory.items.search_tool.run_search_tool`); never raises."""
+        try:
+            with self.engine.connect() as conn:
+                try:
+                    return run_search_tool(conn, arguments, user_id=self.user_id)
+                finally:
+                    conn.rollback()
+        except Exception:
+            log.exception("MCP memory_search call failed unexpectedly")
+            return error_text(storage_unavailable())
+
     def profile_uri(self) -> str | None:
         """The profile resource's URI, or None without a user."""
         if self.user_id is None:
             return None
-        from dbmemory.profile.store import encode_user_id
-
         return PROFILE_URI_PREFIX + encode_user_id(self.user_id)
 
     def read_profile_text(self) -> str:
         """The user's profile file text, or a one-line note when there is none yet."""
-        from dbmemory.profile.store import read_profile
-
         if self.user_id is None:
             return "(no user given: start the server with --user to read a profile)"
-        with self.engine.connect() as conn:
+        with connect(self.engine, "reading the profile") as conn:
             record = read_profile(conn, self.user_id, root_folder=self.root_folder)
         return record.text if record is not None else "(no profile yet for this user)"
 
@@ -196,7 +214,8 @@ class McpMemoryServer:
 def build_server(state: McpMemoryServer) -> Any:
     """Build the low-level MCP :class:`mcp.server.Server` for ``state``.
 
-    Handlers: ``tools/list`` (the ``memory`` tool with dbmemory's JSON schema), ``tools/call``
+    Handlers: ``tools/list`` (the ``memory`` tool with dbmemory's JSON schema, and
+    ``memory_search`` when a user is given), ``tools/call``
     (:meth:`McpMemoryServer.call_memory` in a worker thread; ``isError`` set for error texts),
     ``resources/list`` and ``resources/read`` (the profile, when a user is given).
 
@@ -204,8 +223,6 @@ def build_server(state: McpMemoryServer) -> Any:
         MissingDependencyError: the ``mcp`` package is not installed.
     """
     types, Server = _import_mcp()
-    from dbmemory.tool import tool_schema
-
     schema = tool_schema()["function"]
     tool = types.Tool(
         name=schema["name"],
@@ -214,14 +231,24 @@ def build_server(state: McpMemoryServer) -> Any:
         annotations=types.ToolAnnotations(title="Database memory", destructive_hint=True, idempotent_hint=False),
     )
 
+    search = types.Tool(
+        name=SEARCH_TOOL_NAME,
+        description=SEARCH_TOOL_DESCRIPTION,
+        input_schema=SEARCH_INPUT_SCHEMA,
+        annotations=types.ToolAnnotations(title="Search the user's memory", read_only_hint=True),
+    )
+    offered = [tool, search] if state.user_id is not None else [tool]
+
     async def list_tools(ctx: Any, params: Any) -> Any:
-        return types.ListToolsResult(tools=[tool])
+        return types.ListToolsResult(tools=offered)
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        if params.name != tool.name:
-            text = f"Error: there is no tool named {params.name!r}: use {tool.name!r}"
-        else:
+        if params.name == tool.name:
             text = await asyncio.to_thread(state.call_memory, params.arguments or {})
+        elif params.name == SEARCH_TOOL_NAME and state.user_id is not None:
+            text = await asyncio.to_thread(state.call_search, params.arguments or {})
+        else:
+            text = f"Error: there is no tool named {params.name!r}: use {tool.name!r}"
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], is_error=text.startswith("Error: ")
         )
@@ -245,8 +272,10 @@ def build_server(state: McpMemoryServer) -> Any:
         uri = str(params.uri)
         if uri != state.profile_uri():
             # a protocol error for the client, not a server-side traceback
-            from mcp.shared.exceptions import MCPError
-            from mcp_types import INVALID_PARAMS
+            from mcp.shared.exceptions import (
+                MCPError,  # optional dependency (mcp extra), imported on use
+            )
+            from mcp_types import INVALID_PARAMS  # optional dependency (mcp extra), imported on use
 
             listed = state.profile_uri()
             hint = f"the only resource is {listed!r}" if listed else "this server has no resources (start it with --user)"
@@ -272,7 +301,7 @@ def build_server(state: McpMemoryServer) -> Any:
 
 async def serve_stdio(state: McpMemoryServer) -> None:
     """Serve ``state`` over stdin/stdout until the client closes the connection."""
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # optional dependency (mcp extra), imported on use
 
     server = build_server(state)
     async with stdio_server() as (read_stream, write_stream):
@@ -309,9 +338,6 @@ def run(
         MissingDependencyError: the ``mcp`` extra is not installed.
         DbMemoryError: bad configuration (raised before serving starts).
     """
-    from dbmemory.agent.setup import ensure_schema
-    from dbmemory.db.engine import create_engine, redact_url
-
     _import_mcp()  # a missing extra is said at start-up, with the pip command
     run_context = parse_context(context)
     engine = create_engine(url)

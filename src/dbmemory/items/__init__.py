@@ -21,7 +21,9 @@ Items (:mod:`dbmemory.items.store`), per ``(org_id, user_id)``; ``org_id`` defau
 * ``list_items(conn, user_id, *, org_id='default', include_deleted=False, kind=None) ->
   list[Item]`` (live only by default: not deleted, not expired; oldest first),
   ``get_item``, ``count_items``.
-* ``mark_items_used(engine_or_conn, item_ids)``: ``last_used_at``; pass the **Engine** from a
+* ``mark_items_used(engine_or_conn, item_ids, *, now=None, settings=None)``: ``last_used_at``,
+  and a live item's ``expires_at`` moves to the use + its class's days (what is used is kept);
+  pass the **Engine** from a
   turn: it commits in its own short transaction, never holds a lock in the turn's one, and
   logs instead of raising.
 * ``enforce_auto_item_limit(conn, user_id, *, org_id, limit=100, incoming=0)``.
@@ -37,7 +39,7 @@ Settings and switches (:mod:`dbmemory.items.settings`):
   grace_days 30, selection_threshold 20, top_k 10, item_token_budget 1000,
   org_memory_token_budget 1000, summary_every_items 10, skip_window_seconds 300,
   extraction_model '' = the turn's model, embedding_model '' = BM25);
-  ``set_org_setting(conn, org_id, name, value, *, actor)``.
+  ``set_org_setting(conn, org_id, name, value, *, actor, is_admin=True)``.
 * Retention classes: ``standard``, ``temporary``, ``auto`` (days editable), ``permanent``.
 * ``get_memory_switch(conn, user_id, *, org_id) -> bool`` / ``set_memory_switch(conn, user_id,
   on, *, org_id, actor)``: off stops extraction and injection, keeps items and profile.
@@ -78,7 +80,6 @@ from dbmemory.items.model import (
 )
 from dbmemory.items.org import (
     ORG_MEMORY_PATH,
-    NotAdminError,
     OrgMemory,
     get_org_memory,
     org_memory_store_key,
@@ -88,6 +89,7 @@ from dbmemory.items.org import (
 from dbmemory.items.retention import expire_items, run_item_retention, run_item_retention_committing
 from dbmemory.items.settings import (
     DEFAULTS,
+    NotAdminError,
     OrgSettings,
     get_memory_switch,
     get_org_settings,

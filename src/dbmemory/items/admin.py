@@ -32,20 +32,25 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
+from dbmemory.core.keys import parse_store_key, validate_component
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import files as _files
+from dbmemory.db.schema import item_marks as _mk
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import stores as _stores
 from dbmemory.db.schema import user_settings as _us
 from dbmemory.errors import ConflictError, InvalidScopeError
 from dbmemory.items import audit
+from dbmemory.items.episodes import delete_episodes, list_episodes
 from dbmemory.items.model import DEFAULT_ORG, check_org, user_key_of
 from dbmemory.items.settings import get_memory_switch
 from dbmemory.items.store import list_items
-from dbmemory.keys import parse_store_key, validate_component
-from dbmemory.txn import write_unit
+from dbmemory.profile.optout import is_user_memory_enabled
+from dbmemory.store.drop import drop_stores
+from dbmemory.store.units import write_unit
 
 __all__ = ["CONTEXT_USER_KEYS", "EXPORT_FORMAT", "user_stores", "export_user", "forget_user"]
 
@@ -126,16 +131,14 @@ def export_user(
     Returns:
         ``{"format", "user_id", "user_key", "org_id", "exported_at", "profile": [{"store_key",
         "files": [{"path", "text", "version", "updated_at"}]}], "items": [Item.to_dict()...]
-        (deleted ones too), "stores": [{"store_key", "kind": "user"|"context", "files"}],
+        (deleted ones too), "episodes": [Episode.to_dict()...] (oldest turn first), "stores": [{"store_key", "kind": "user"|"context", "files"}],
         "switches": {"memory_switch_on", "profile_memory_enabled"}, "audit_events":
         [AuditEvent.to_dict()...] (oldest first)}``.
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
     """
-    from dbmemory.profile.optout import is_user_memory_enabled
-
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = check_org(org_id)
     key = user_key_of(user_id)
     try:
@@ -149,6 +152,7 @@ def export_user(
             if kind != "profile"
         ]
         items = [i.to_dict() for i in list_items(conn, user_id, org_id=org, include_deleted=True)]
+        kept = [e.to_dict() for e in list_episodes(conn, user_id, org_id=org, include_expired=True)]
         events = [
             audit.to_event(r).to_dict()
             for r in conn.execute(
@@ -160,7 +164,7 @@ def export_user(
             "profile_memory_enabled": is_user_memory_enabled(conn, user_id),
         }
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "exporting a user") from exc
+        raise translate_db_error(exc, "exporting a user") from exc
     with write_unit(conn, "recording a user export"):
         audit.record(
             conn, "user_export", actor=actor, org_id=org, user_key=key,
@@ -171,9 +175,10 @@ def export_user(
         "user_id": user_id,
         "user_key": key,
         "org_id": org,
-        "exported_at": dialect.utcnow().isoformat(),
+        "exported_at": utcnow().isoformat(),
         "profile": profile,
         "items": items,
+        "episodes": kept,
         "stores": others,
         "switches": switches,
         "audit_events": list(reversed(events)),
@@ -224,17 +229,16 @@ def forget_user(
     that existed before.
 
     Returns:
-        ``{"items": n, "stores": m, "switches": k}`` (what was deleted).
+        ``{"items": n, "stores": m, "switches": k, "episodes": e}`` (what was deleted; the
+        episodes of the organisation, with a content-free ``episode_delete`` event).
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
     """
-    from dbmemory.stores import drop_stores
-
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = check_org(org_id)
     key = user_key_of(user_id)
-    now = dialect.utcnow()
+    now = utcnow()
     with write_unit(conn, "forgetting a user"):
         # the locks the post-turn writes take, in their order, before anything is read: an
         # extraction or consolidation writing now finishes first (and its rows are deleted
@@ -260,7 +264,7 @@ def forget_user(
         audit.record_many(
             conn,
             [
-                audit._row(
+                audit.event_row(
                     "item_purge", actor=actor, org_id=org, user_key=key, item_id=int(r.item_id),
                     before=int(r.char_count), detail="forget", now=now,
                 )
@@ -272,10 +276,9 @@ def forget_user(
         ).rowcount
         switches += conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
         switches -= created  # the lock rows made above were no switch of the user
-        from dbmemory.db.schema import item_marks as _mk  # extraction/summary times (h9b)
-
         conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))
-        counts = {"items": len(ids), "stores": int(dropped), "switches": int(switches)}
+        episodes = delete_episodes(conn, user_id, org_id=org, actor=actor, reason="forget", now=now)
+        counts = {"items": len(ids), "stores": int(dropped), "switches": int(switches), "episodes": episodes}
         audit.record(
             conn, "user_forget", actor=actor, org_id=org, user_key=key,
             detail=f"{counts['items']} items, {counts['stores']} stores, {counts['switches']} switches",

@@ -9,7 +9,7 @@ content. :func:`audit_events` queries them; the view ``dbm_audit_report_v`` expo
 reports.
 
 Actions written here (:data:`ACTIONS`); file events (``create``, ``edit``, ``delete``,
-``expire``...) come from the store layer (:mod:`dbmemory.audit`).
+``expire``...) come from the store layer (:mod:`dbmemory.store.audit`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.dialect.outcome import note_audit_row
 from dbmemory.db.schema import audit_events as _ae
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.items.model import AuditEvent, check_org, user_id_of, user_key_of
@@ -43,6 +46,9 @@ ACTIONS: tuple[str, ...] = (
     "org_memory_set",
     "user_export",
     "user_forget",
+    "episode_add",
+    "episode_delete",
+    "episode_expire",
 )
 """Actions of the events this module writes (at most 30 characters: ``action_name``)."""
 
@@ -53,7 +59,7 @@ INSERT_EVENT = sa.insert(_ae)
 """Insert audit events (one dict per row: every column but ``event_id``)."""
 
 
-def _row(
+def event_row(
     action: str,
     *,
     actor: str,
@@ -75,7 +81,7 @@ def _row(
         "chars_before": before,
         "chars_after": after,
         "detail_text": detail[:1000] if detail else None,
-        "created_at": now or dialect.utcnow(),
+        "created_at": now or utcnow(),
         "org_id": org_id,
         "user_key": user_key,
         "item_id": item_id,
@@ -84,20 +90,21 @@ def _row(
 
 def record(conn: Connection, action: str, **fields: Any) -> None:
     """Write one audit event in the caller's transaction (see :func:`record_many`)."""
-    record_many(conn, [_row(action, **fields)])
+    record_many(conn, [event_row(action, **fields)])
 
 
 def record_many(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
-    """Write audit event rows (built by :func:`_row`) in the caller's transaction, at once."""
+    """Write audit event rows (built by :func:`event_row`) in the caller's transaction, at once."""
     rows = list(rows)
     if rows:
-        conn.execute(INSERT_EVENT, rows)
+        note_audit_row(conn, conn.execute(INSERT_EVENT, rows))
 
 
 def _since(value: object, name: str) -> dt.datetime | None:
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
-    return _v.check_now(value, name)
+    since: dt.datetime | None = _v.check_now(value, name)
+    return since
 
 
 def select_events(
@@ -178,7 +185,7 @@ def audit_events(
         InvalidArgumentError: a filter of the wrong type; ``since`` after ``until``.
         InvalidScopeError: an invalid organisation or user id.
     """
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org = None if org_id is None else check_org(org_id)
     user_key = None if user_id is None else user_key_of(user_id)
     _v.check_text(action, "action", optional=True, max_chars=30)
@@ -193,4 +200,4 @@ def audit_events(
     try:
         return [to_event(row) for row in conn.execute(stmt)]
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "reading audit events") from exc
+        raise translate_db_error(exc, "reading audit events") from exc

@@ -48,14 +48,18 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dbmemory.items import extract_prompts as prompts
+from dbmemory.items import runtime_data as data
+from dbmemory.items.changes import Change, ExtractionResult
 from dbmemory.items.extract_prompts import Candidate, ParseError, normalise
+from dbmemory.items.runtime_metrics import item_metrics
 from dbmemory.items.select import item_id
-from dbmemory.profile.consolidate import ModelCall
+from dbmemory.items.summary import fold_items
+from dbmemory.profile.calls import ModelCall
 from dbmemory.profile.detectors import OwnContacts, find_emails, own_contacts_from_text, scan
+from dbmemory.profile.metrics import default_metrics
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -63,70 +67,16 @@ if TYPE_CHECKING:
     from dbmemory.items.runtime_metrics import ItemMetrics
 
 __all__ = [
-    "ExtractionResult",
-    "Change",
     "plan_changes",
     "screen_candidates",
     "extract_items",
+    "Stop",
 ]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class ExtractionResult:
-    """What one :func:`extract_items` run did.
-
-    Attributes:
-        outcome: ``"written"`` (at least one item added or updated), ``"nothing"`` (no fact
-            survived, or all were the same as kept items), ``"skipped"`` (skip window),
-            ``"disabled"`` (memory switch off), ``"rejected"`` (the extraction answer was not a
-            JSON array, or the model call failed), ``"scrub_veto"`` or ``"error"``.
-        reason: detail, or None.
-        added: ids of the items added.
-        updated: ids of the items whose text an ``update`` replaced.
-        same: ids of the items a candidate repeated (marked used).
-        evicted: how many auto items the 100-item rule removed to make room.
-        dropped: candidates not written, per reason (see
-            :data:`~dbmemory.items.runtime_metrics.DROP_REASONS`).
-        calls: every model call, in order.
-        summary: the outcome of the profile summary fold when one ran, else None.
-    """
-
-    outcome: str = "error"
-    reason: str | None = None
-    added: list[Any] = field(default_factory=list)
-    updated: list[Any] = field(default_factory=list)
-    same: list[Any] = field(default_factory=list)
-    evicted: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    calls: list[ModelCall] = field(default_factory=list)
-    summary: str | None = None
-
-    def drop(self, reason: str, count: int = 1) -> None:
-        """Count ``count`` candidates not written for ``reason``."""
-        if count:
-            self.dropped[reason] = self.dropped.get(reason, 0) + count
-
-
-@dataclass(frozen=True)
-class Change:
-    """One planned item write.
-
-    Attributes:
-        action: ``"add"``, ``"update"`` or ``"same"``.
-        text: the fact's text (scrubbed and checked).
-        confidence: the model's confidence.
-        item: the existing item for ``update``/``same``, else None.
-    """
-
-    action: str
-    text: str
-    confidence: float
-    item: Any = None
-
-
-class _Stop(Exception):
+class Stop(Exception):
     def __init__(self, outcome: str, reason: str | None = None) -> None:
         super().__init__(outcome)
         self.outcome, self.reason = outcome, reason
@@ -195,7 +145,7 @@ def screen_candidates(
         The candidates to reconcile, their texts as the scrub and detectors passed them.
 
     Raises:
-        _Stop: ``scrub_veto`` when the scrub answer is missing or malformed (fails closed).
+        Stop: ``scrub_veto`` when the scrub answer is missing or malformed (fails closed).
     """
     kept = [c for c in candidates if c.confidence >= threshold]
     result.drop("low_confidence", len(candidates) - len(kept))
@@ -204,14 +154,14 @@ def screen_candidates(
     answer = scrub([c.text for c in kept])
     if answer is None:
         result.drop("scrub_veto", len(kept))
-        raise _Stop("scrub_veto", "scrub_error")
+        raise Stop("scrub_veto", "scrub_error")
     try:
         verdicts = prompts.parse_scrub(answer, len(kept))
     except ParseError as exc:
         result.drop("scrub_veto", len(kept))
-        raise _Stop("scrub_veto", "scrub_invalid") from exc
+        raise Stop("scrub_veto", "scrub_invalid") from exc
     passed: list[Candidate] = []
-    for candidate, verdict in zip(kept, verdicts):
+    for candidate, verdict in zip(kept, verdicts, strict=True):
         if verdict is None:
             result.drop("scrub")
             continue
@@ -227,8 +177,6 @@ def screen_candidates(
 
 def _count_detector_hits(metrics: ItemMetrics, counts: dict[str, int]) -> None:
     try:
-        from dbmemory.profile.metrics import default_metrics
-
         default_metrics().detector(counts)
     except Exception:  # metrics are best effort
         log.debug("could not count detector hits", exc_info=True)
@@ -354,9 +302,6 @@ def extract_items(
     Returns:
         An :class:`ExtractionResult`. Never raises for model or database failures.
     """
-    from dbmemory.items import runtime_data as data
-    from dbmemory.items.runtime_metrics import item_metrics
-
     counters = item_metrics(metrics)
     started = time.perf_counter()
     result = ExtractionResult()
@@ -365,12 +310,12 @@ def extract_items(
         with engine.begin() as conn:
             settings = data.load_settings(conn, org_id)
             if not data.memory_on(conn, org_id, user_id, when):
-                raise _Stop("disabled", "memory switch off")
+                raise Stop("disabled", "memory switch off")
             mark = data.forget_mark_of(conn, org_id, user_id)
             if skip_window and chat_id is not None and not data.claim_chat(
                 conn, org_id, user_id, chat_id, when, window_s=settings.skip_window_seconds
             ):
-                raise _Stop("skipped", "skip window")
+                raise Stop("skipped", "skip window")
         use_model = settings.extraction_model or model
         answer = _call(
             result, counters, complete, use_model, "extract",
@@ -380,11 +325,11 @@ def extract_items(
             timeout,
         )
         if answer is None:
-            raise _Stop("rejected", "model_error")
+            raise Stop("rejected", "model_error")
         try:
             candidates, invalid = prompts.parse_candidates(answer)
         except ParseError as exc:
-            raise _Stop("rejected", str(exc)) from exc
+            raise Stop("rejected", str(exc)) from exc
         result.drop("invalid", invalid)
         screened = screen_candidates(
             candidates,
@@ -415,9 +360,9 @@ def extract_items(
                         forget_mark=mark,
                     )
                     if refused:
-                        raise _Stop("disabled", refused)
+                        raise Stop("disabled", refused)
         result.outcome = "written" if (result.added or result.updated) else "nothing"
-    except _Stop as stop:
+    except Stop as stop:
         result.outcome, result.reason = stop.outcome, stop.reason
     except Exception as exc:  # noqa: BLE001 - never raised into the turn
         log.warning("item extraction failed for an exchange: %s", type(exc).__name__, exc_info=True)
@@ -431,8 +376,6 @@ def extract_items(
         for reason, count in result.dropped.items():
             counters.dropped(reason, count)
     if summarize and result.outcome in ("written", "nothing"):
-        from dbmemory.items.summary import fold_items
-
         result.summary = fold_items(
             engine, org_id=org_id, user_id=user_id, complete=complete, model=model,
             config=profile_config, now=when, timeout=timeout, metrics=metrics,

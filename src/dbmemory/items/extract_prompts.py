@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dbmemory.profile.answers import is_word_answer
 from dbmemory.profile.policy import CONTENT_POLICY
 from dbmemory.profile.prompts import defuse as _profile_defuse
 
@@ -325,8 +326,6 @@ def parse_scrub(answer: str | None, count: int) -> list[str | None]:
         ParseError: neither ``CLEAN`` nor an array of exactly ``count`` strings/nulls (the
             caller vetoes every fact: fails closed).
     """
-    from dbmemory.profile.answers import is_word_answer
-
     if is_word_answer(answer, "CLEAN"):
         return ["" for _ in range(count)]  # "" = unchanged (the caller keeps its own text)
     values = _json_array(answer)

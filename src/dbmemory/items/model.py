@@ -13,9 +13,9 @@ import hashlib
 import unicodedata
 from typing import Any, Literal
 
-from dbmemory import validate as _v
+from dbmemory.core import checks as _v
+from dbmemory.core.keys import validate_component
 from dbmemory.errors import InvalidArgumentError
-from dbmemory.keys import validate_component
 from dbmemory.profile.store import decode_user_id, encode_user_id
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "check_confidence",
     "normalise_text",
     "text_hash",
+    "user_id_of",
 ]
 
 DEFAULT_ORG = "default"
@@ -170,7 +171,7 @@ def check_org(org_id: object) -> str:
     """An organisation id: a store-key component (1-200 of ``[A-Za-z0-9_.-]``).
 
     Raises:
-        InvalidScopeError: breaks :func:`dbmemory.keys.validate_component`'s rule.
+        InvalidScopeError: breaks :func:`dbmemory.core.keys.validate_component`'s rule.
     """
     return validate_component(org_id, "organisation id")
 

@@ -2,9 +2,9 @@
 before every user's own memory.
 
 It is the file :data:`ORG_MEMORY_PATH` of the store ``reserved:org:<org_id>``
-(:func:`dbmemory.keys.reserved_store_key`), in the package's reserved namespace: no agent
+(:func:`dbmemory.core.keys.reserved_store_key`), in the package's reserved namespace: no agent
 configuration, store code, ``use_store``/``for_store`` call or MEMORY tool path can name that
-store, so no agent can read or write it. Writes go through :mod:`dbmemory.files` (caps, locks,
+store, so no agent can read or write it. Writes go through :mod:`dbmemory.store.files` (caps, locks,
 the file audit events) and are expiry-exempt; each also writes an ``org_memory_set`` audit
 event with the organisation and the sizes.
 
@@ -22,20 +22,27 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
-from dbmemory.errors import DbMemoryError, InvalidArgumentError
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.keys import RESERVED_SCOPE, reserved_store_key
+from dbmemory.core.model import StoreRef
+from dbmemory.db import schema
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.errors import InvalidArgumentError
 from dbmemory.items import audit
 from dbmemory.items.model import DEFAULT_ORG, check_org
-from dbmemory.items.settings import get_org_settings
-from dbmemory.keys import RESERVED_SCOPE, reserved_store_key
-from dbmemory.txn import write_unit
+from dbmemory.items.settings import NotAdminError, get_org_settings
+from dbmemory.profile.tokens import count_tokens
+from dbmemory.store.files import put_file
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.moves import delete_file
+from dbmemory.store.owners import owner_writes
+from dbmemory.store.units import write_unit
 
 __all__ = [
     "ORG_MEMORY_PATH",
     "MAX_ORG_MEMORY_CHARS",
     "OrgMemory",
-    "NotAdminError",
     "org_memory_store_key",
     "get_org_memory",
     "read_org_memory",
@@ -50,12 +57,6 @@ MAX_ORG_MEMORY_CHARS = 100_000
 
 TOKEN_MODEL = "gpt-4o"
 """Tokenizer that counts the budget (o200k, offline: :func:`dbmemory.profile.tokens.count_tokens`)."""
-
-
-class NotAdminError(DbMemoryError, PermissionError):
-    """The caller is not an administrator of the organisation (code ``not_admin``)."""
-
-    code = "not_admin"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,34 +89,28 @@ def org_memory_store_key(org_id: str = DEFAULT_ORG) -> str:
 
 
 def _ref(org: str) -> Any:
-    from dbmemory.model import StoreRef
-
     return StoreRef(
         store_key=org_memory_store_key(org), scope=RESERVED_SCOPE, agent_code=None, store_code=None
     )
 
 
 def _count(text: str) -> int:
-    from dbmemory.profile.tokens import count_tokens
-
     return count_tokens(text, TOKEN_MODEL)
 
 
 def read_org_memory(conn: Connection, org_id: str = DEFAULT_ORG) -> OrgMemory:
     """The organisation memory with its version and size (one ``SELECT``, no lock, no touch)."""
-    from dbmemory.db.schema import files, stores
-
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org = check_org(org_id)
     stmt = (
-        sa.select(files.c.body, files.c.version_no, files.c.updated_at)
-        .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
-        .where(stores.c.store_key == org_memory_store_key(org), files.c.file_path == ORG_MEMORY_PATH)
+        sa.select(schema.files.c.body, schema.files.c.version_no, schema.files.c.updated_at)
+        .select_from(schema.stores.join(schema.files, schema.files.c.store_id == schema.stores.c.store_id))
+        .where(schema.stores.c.store_key == org_memory_store_key(org), schema.files.c.file_path == ORG_MEMORY_PATH)
     )
     try:
         row = conn.execute(stmt).first()
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "reading the organisation memory") from exc
+        raise translate_db_error(exc, "reading the organisation memory") from exc
     if row is None:
         return OrgMemory(org, "", 0, None, 0)
     text = row.body or ""
@@ -155,7 +150,7 @@ def set_org_memory(
             gives the count and the budget).
         InvalidScopeError: invalid organisation id.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = check_org(org_id)
     if is_admin is not True:
         raise NotAdminError(
@@ -171,16 +166,14 @@ def set_org_memory(
             f"{budget:,} tokens (setting org_memory_token_budget): shorten it or raise the budget",
             code="over_budget",
         )
-    from dbmemory import files
-
     before = read_org_memory(conn, org)
-    with write_unit(conn, f"writing the organisation memory of {org}"):
+    with write_unit(conn, f"writing the organisation memory of {org}"), owner_writes("org"):
         if text == "":
-            store_id = files.find_store_id(conn, org_memory_store_key(org))
+            store_id = find_store_id(conn, org_memory_store_key(org))
             if store_id is not None:
-                files.delete_file(conn, store_id, ORG_MEMORY_PATH, actor=actor)
+                delete_file(conn, store_id, ORG_MEMORY_PATH, actor=actor)
         else:
-            files.put_file(conn, _ref(org), ORG_MEMORY_PATH, text, expiry_exempt=True, actor=actor)
+            put_file(conn, _ref(org), ORG_MEMORY_PATH, text, expiry_exempt=True, actor=actor)
         audit.record(
             conn,
             "org_memory_set",

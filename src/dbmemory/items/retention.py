@@ -25,14 +25,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.dialect.expiry import batch_isolation, lock_expiry_candidates
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import org_settings as _os
 from dbmemory.items import audit
 from dbmemory.items.model import check_org
 from dbmemory.items.settings import DEFAULTS
-from dbmemory.txn import write_unit
+from dbmemory.store.units import resolved_transaction, write_unit
 
 __all__ = [
     "BATCH",
@@ -90,7 +93,7 @@ def purge_rule(now: dt.datetime, groups: dict[int, list[str]]) -> sa.ColumnEleme
 
 
 def _candidates(conn: Connection, rule: sa.ColumnElement[bool]) -> list[Any]:
-    stmt = dialect.lock_expiry_candidates(conn, sa.select(*_SELECT_COLUMNS).where(rule), BATCH)
+    stmt = lock_expiry_candidates(conn, sa.select(*_SELECT_COLUMNS).where(rule), BATCH)
     return list(conn.execute(stmt).all())
 
 
@@ -118,7 +121,7 @@ def _expire_batch(conn: Connection, now: dt.datetime, org: str | None, actor: st
     audit.record_many(
         conn,
         [
-            audit._row(
+            audit.event_row(
                 "item_expire", actor=actor, org_id=r.org_id, user_key=r.user_key,
                 item_id=int(r.item_id), before=int(r.char_count), after=0, now=now,
             )
@@ -162,7 +165,7 @@ def purge_deleted(
             audit.record_many(
                 conn,
                 [
-                    audit._row(
+                    audit.event_row(
                         "item_purge", actor=actor, org_id=r.org_id, user_key=r.user_key,
                         item_id=int(r.item_id), before=int(r.char_count), after=None, now=now,
                     )
@@ -184,9 +187,9 @@ def expire_items(
 ) -> int:
     """Soft-delete the items whose ``expires_at`` has come (rule 1), in the caller's
     transaction. Returns how many."""
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = None if org_id is None else check_org(org_id)
-    now = _v.check_now(now) or dialect.utcnow()
+    now = _v.check_now(now) or utcnow()
     total = 0
     with write_unit(conn, "expiring memory items"):
         while True:
@@ -204,9 +207,9 @@ def run_item_retention(
     now: dt.datetime | None = None,
 ) -> dict[str, int]:
     """Rules 1 and 2 in the caller's transaction: ``{"expired": n, "purged": m}``."""
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = None if org_id is None else check_org(org_id)
-    now = _v.check_now(now) or dialect.utcnow()
+    now = _v.check_now(now) or utcnow()
     expired = expire_items(conn, org_id=org, actor=actor, now=now)
     with write_unit(conn, "purging memory items"):
         purged = purge_deleted(conn, now, org=org, actor=actor)
@@ -218,11 +221,12 @@ def run_item_retention_committing(
 ) -> dict[str, int]:
     """:func:`run_item_retention` in a READ COMMITTED transaction of its own, committed (for
     ``dbmemory expire`` and operators)."""
-    _v.arguments(engine=engine, actor=actor)
-    now = _v.check_now(now) or dialect.utcnow()
-    isolation = dialect.batch_isolation(engine)
+    check_arguments(engine=engine, actor=actor)
+    now = _v.check_now(now) or utcnow()
+    isolation = batch_isolation(engine)
     try:
-        with engine.connect().execution_options(isolation_level=isolation) as conn, conn.begin():
-            return run_item_retention(conn, actor=actor, now=now)
+        with engine.connect().execution_options(isolation_level=isolation) as conn:
+            with resolved_transaction(conn, "committing the item retention", check="run it again"):
+                return run_item_retention(conn, actor=actor, now=now)
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "expiring memory items") from exc
+        raise translate_db_error(exc, "expiring memory items", target=engine) from exc

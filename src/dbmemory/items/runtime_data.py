@@ -21,13 +21,13 @@ from sqlalchemy.engine import Connection
 from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
 from dbmemory.items.model import check_org, user_key_of
-from dbmemory.items.settings import OrgSettings, get_memory_switch, get_org_settings, lock_user
+from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
 from dbmemory.items.usage import mark_items_used
 from dbmemory.profile.optout import forget_mark
 
 if TYPE_CHECKING:
-    from dbmemory.items.extract import Change, ExtractionResult
+    from dbmemory.items.changes import Change, ExtractionResult
 
 __all__ = [
     "SUMMARY_MARK",

@@ -23,6 +23,8 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from dbmemory.profile.metrics import MetricOptions, default_metrics
+
 __all__ = [
     "ItemMetrics",
     "item_metrics",
@@ -54,7 +56,7 @@ class ItemMetrics:
     """The item metrics on one registry (create through :func:`item_metrics`)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        common = {"namespace": "dbmemory", "subsystem": "items", "registry": registry}
+        common = MetricOptions(namespace="dbmemory", subsystem="items", registry=registry)
         self.extraction_total = Counter("extraction", "Item extractions by outcome.", ["outcome"], **common)
         self.extraction_seconds = Histogram(
             "extraction_duration_seconds", "Time of one item extraction.", buckets=_SECONDS, **common
@@ -110,8 +112,6 @@ def item_metrics(profile_metrics: object = None) -> ItemMetrics:
     """The :class:`ItemMetrics` on the registry of ``profile_metrics`` (default: the process-wide
     profile metrics), created once per registry."""
     if profile_metrics is None:
-        from dbmemory.profile.metrics import default_metrics
-
         profile_metrics = default_metrics()
     registry = profile_metrics.registry  # type: ignore[attr-defined]
     with _lock:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dbmemory.errors import InvalidArgumentError, MissingDependencyError, extra_hint
+from dbmemory.llm import embed as llm_embed
 
 __all__ = [
     "DEFAULT_SELECTION_THRESHOLD",
@@ -121,6 +122,7 @@ _STEMMER: list[Any] = []
 
 
 def _stemmer() -> Callable[[list[str]], list[str]] | None:
+    found: Callable[[list[str]], list[str]] | None
     if not _STEMMER:
         try:
             import Stemmer  # PyStemmer, an optional companion of bm25s
@@ -128,7 +130,8 @@ def _stemmer() -> Callable[[list[str]], list[str]] | None:
             _STEMMER.append(None)
         else:
             _STEMMER.append(Stemmer.Stemmer("english").stemWords)
-    return _STEMMER[0]
+    found = _STEMMER[0]
+    return found
 
 
 _INDEX_CACHE_SIZE = 512
@@ -144,7 +147,7 @@ def _index(texts: tuple[str, ...]) -> Any:
         if found is not None:
             _index_cache.move_to_end(texts)
             return found[0]
-    import bm25s
+    import bm25s  # optional dependency (items extra), imported on use
 
     corpus = bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
     retriever = None
@@ -167,7 +170,9 @@ _STOPWORDS: list[frozenset[str]] = []
 
 def _stopwords() -> frozenset[str]:
     if not _STOPWORDS:
-        from bm25s.stopwords import STOPWORDS_EN
+        from bm25s.stopwords import (
+            STOPWORDS_EN,  # optional dependency (items extra), imported on use
+        )
 
         _STOPWORDS.append(frozenset(STOPWORDS_EN))
     return _STOPWORDS[0]
@@ -193,7 +198,7 @@ def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
         One score (>= 0) per text, in order; all 0 when the query shares no term with any text.
 
     Raises:
-        MissingDependencyError: ``bm25s`` is not installed (``pip install 'dbmemory[items]'``).
+        MissingDependencyError: ``bm25s`` is not installed (``pip install -e ".[items]"``).
     """
     scores = _bm25_array(tuple(texts), query)
     return [0.0] * len(texts) if scores is None else [float(s) for s in scores]
@@ -203,7 +208,7 @@ def _bm25_array(texts: tuple[str, ...], query: str, retriever: Any = False) -> A
     """:func:`bm25_scores` as ``bm25s``' numpy array (float32), or None when every score is 0;
     ``retriever``: the index of ``texts`` when the caller kept it (False: look it up)."""
     try:
-        import bm25s  # noqa: F401 - the dependency check
+        import bm25s  # noqa: F401 - the dependency check of the optional items extra
     except ImportError as exc:
         raise MissingDependencyError(
             f"ranking memory items needs the bm25s library: {ITEMS_EXTRA_HINT}"
@@ -219,7 +224,7 @@ def _bm25_array(texts: tuple[str, ...], query: str, retriever: Any = False) -> A
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
 
@@ -228,8 +233,6 @@ def _embedding_scores(
     texts: Sequence[str], query: str, model: str, embed: EmbedFn | None, timeout: float | None
 ) -> list[float]:
     if embed is None:
-        from dbmemory.llm import embed as llm_embed
-
         embed = llm_embed
     vectors = embed(model, [query, *texts], timeout=timeout)
     if len(vectors) != len(texts) + 1:
@@ -274,7 +277,7 @@ class ItemPool:
         looked up once per pool."""
         if self._retriever is False:
             try:
-                import bm25s  # noqa: F401 - the dependency check, before caching anything
+                import bm25s  # noqa: F401 - the optional items extra checked before caching anything
             except ImportError:
                 return _bm25_array(self.texts, query)  # raises MissingDependencyError
             self._retriever = _index(self.texts)
@@ -283,7 +286,7 @@ class ItemPool:
     def top(self, scores: Any, top_k: int) -> tuple[Any, ...]:
         """The ``top_k`` items by descending score, ties by recency (``scores`` a numpy array in
         :attr:`items` order)."""
-        import numpy as np
+        import numpy as np  # optional dependency (items extra), imported on use
 
         if self._rank_array is None:
             self._rank_array = np.asarray(self.ranks, dtype=np.int64)
@@ -305,7 +308,7 @@ def item_pool(items: Sequence[Any], recent: Sequence[Any] | None = None) -> Item
 
 def _ranked(pool: ItemPool, scores: Sequence[float], top_k: int) -> tuple[Any, ...]:
     """Top ``top_k`` of ``pool`` by ``scores`` (Python floats), ties by recency, then order."""
-    best = sorted(zip([-s for s in scores], pool.ranks, range(len(pool))))[:top_k]
+    best = sorted(zip([-s for s in scores], pool.ranks, range(len(pool)), strict=True))[:top_k]
     return tuple(pool.items[i] for _, _, i in best)
 
 
@@ -317,7 +320,7 @@ def _bm25_ranked(pool: ItemPool, query: str, top_k: int) -> tuple[Any, ...]:
 
 
 def select_items(
-    items: Sequence[Any],
+    items: Sequence[Any] | ItemPool,
     question: str,
     *,
     threshold: int = DEFAULT_SELECTION_THRESHOLD,

@@ -8,7 +8,7 @@
 | ``extraction_model`` | ``""`` | model of auto extraction; empty: the turn's model |
 | ``embedding_model`` | ``""`` | litellm embedding model for selection; empty: BM25 |
 | ``confidence_threshold`` | 0.8 | auto facts under it are dropped (0..1) |
-| ``retention_standard_days`` | 180 | days a ``standard`` item lives after its last change |
+| ``retention_standard_days`` | 180 | days a ``standard`` item lives after its last change or use |
 | ``retention_temporary_days`` | 60 | the same for ``temporary`` |
 | ``retention_auto_days`` | 30 | the same for ``auto`` (default class of auto items) |
 | ``grace_days`` | 30 | days a soft-deleted item stays restorable before the purge |
@@ -18,10 +18,13 @@
 | ``org_memory_token_budget`` | 1000 | tokens of the organisation memory (refused above) |
 | ``summary_every_items`` | 10 | new items that trigger a fold into the profile |
 | ``skip_window_seconds`` | 300 | a message this soon after the previous one in a chat is not extracted |
+| ``episode_retention_days`` | 365 | days a conversation episode is kept after its turn (:mod:`dbmemory.items.episodes`) |
+| ``search_token_budget`` | 1200 | tokens of the searched part of a turn's memory (episodes, file snippets) |
+| ``fold_window_days`` | 7 | an auto item this many days or fewer before its ``expires_at``, not yet folded, is folded into the profile by its owner's next turn (:mod:`dbmemory.items.summary`); 0: never |
 
 ``permanent`` items never expire and have no setting. Changing a ``retention_*_days`` setting
-recomputes ``expires_at`` of that organisation's live items of that class (last change + new
-days). Every change writes a ``setting_set`` audit event (name, old and new value).
+recomputes ``expires_at`` of that organisation's live items of that class (the later of the last
+change and the last use, + the new days); an item already expired stays expired. Every change writes a ``setting_set`` audit event (name, old and new value).
 
 **The memory switch** (Cloosphere's "Memory OFF", :func:`set_memory_switch`; table
 ``dbm_memory_switches``, per organisation and user, no row = on) stops auto extraction and the
@@ -42,18 +45,28 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
+from dbmemory.db.dialect.base import locks_by_update
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import org_settings as _os
-from dbmemory.errors import InvalidArgumentError
+from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.items import audit
-from dbmemory.items.model import DEFAULT_ORG, EDITABLE_CLASSES, RETENTION_CLASSES, check_org, user_key_of
-from dbmemory.txn import write_unit
+from dbmemory.items.model import (
+    DEFAULT_ORG,
+    EDITABLE_CLASSES,
+    RETENTION_CLASSES,
+    check_org,
+    user_key_of,
+)
+from dbmemory.store.units import write_unit
 
 __all__ = [
     "DEFAULTS",
+    "NotAdminError",
     "OrgSettings",
     "get_org_settings",
     "set_org_setting",
@@ -61,6 +74,7 @@ __all__ = [
     "get_memory_switch",
     "set_memory_switch",
     "lock_user",
+    "from_text",
 ]
 
 DEFAULTS: dict[str, Any] = {
@@ -77,6 +91,9 @@ DEFAULTS: dict[str, Any] = {
     "org_memory_token_budget": 1000,
     "summary_every_items": 10,
     "skip_window_seconds": 300,
+    "episode_retention_days": 365,
+    "search_token_budget": 1200,
+    "fold_window_days": 7,
 }
 """Every setting and its default (see the module doc)."""
 
@@ -92,6 +109,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "org_memory_token_budget": (1, 1_000_000),
     "summary_every_items": (1, 10_000),
     "skip_window_seconds": (0, 86_400),
+    "episode_retention_days": (1, 36_500),
+    "search_token_budget": (1, 1_000_000),
+    "fold_window_days": (0, 3_650),
 }
 
 
@@ -113,6 +133,9 @@ class OrgSettings:
     org_memory_token_budget: int
     summary_every_items: int
     skip_window_seconds: int
+    episode_retention_days: int = 365
+    search_token_budget: int = 1200
+    fold_window_days: int = 7
 
     def retention_days(self, retention_class: str) -> int | None:
         """Days an item of ``retention_class`` lives after its last change; None: never."""
@@ -165,7 +188,7 @@ def _text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _from_text(name: str, text: str) -> Any:
+def from_text(name: str, text: str) -> Any:
     default = DEFAULTS[name]
     try:
         return type(default)(text) if not isinstance(default, int) else int(text)
@@ -180,19 +203,25 @@ def get_org_settings(conn: Connection, org_id: str = DEFAULT_ORG) -> OrgSettings
         InvalidScopeError: invalid organisation id.
         StorageError: the database failed (``dbmemory db upgrade`` missing?).
     """
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org = check_org(org_id)
     try:
         rows = conn.execute(
             sa.select(_os.c.setting_name, _os.c.setting_value).where(_os.c.org_id == org)
         ).all()
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "reading organisation settings") from exc
+        raise translate_db_error(exc, "reading organisation settings") from exc
     values = dict(DEFAULTS)
     for name, text in rows:
         if name in DEFAULTS:
-            values[name] = _from_text(name, text)
+            values[name] = from_text(name, text)
     return OrgSettings(org_id=org, **values)
+
+
+class NotAdminError(DbMemoryError, PermissionError):
+    """The caller is not an administrator of the organisation (code ``not_admin``)."""
+
+    code = "not_admin"
 
 
 def set_org_setting(
@@ -201,10 +230,16 @@ def set_org_setting(
     name: str,
     value: object,
     *,
+    is_admin: bool,
     actor: str = "admin",
     now: dt.datetime | None = None,
 ) -> OrgSettings:
-    """Change one setting of an organisation, in the caller's transaction, audited.
+    """Change one setting of an organisation (administrators only), in the caller's
+    transaction, audited.
+
+    Organisation settings are admin decisions (a budget of 1 would block the admin's next
+    organisation-memory write): the host decides who is an administrator and passes
+    ``is_admin=True``.
 
     Args:
         conn: the caller's connection (joins its transaction; commits nothing).
@@ -221,11 +256,17 @@ def set_org_setting(
         InvalidArgumentError: unknown setting (code ``unknown_setting``), a value of the wrong
             type or out of range.
         InvalidScopeError: invalid organisation id.
+        NotAdminError: ``is_admin`` is not True (code ``not_admin``); nothing written.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = check_org(org_id)
+    if is_admin is not True:
+        raise NotAdminError(
+            f"only an administrator of organisation {org!r} can change its settings: the host "
+            "decides who is one and passes is_admin=True"
+        )
     parsed = _parse(name, value)
-    now = _v.check_now(now) or dialect.utcnow()
+    now = _v.check_now(now) or utcnow()
     before = get_org_settings(conn, org)
     old = getattr(before, name)
     with write_unit(conn, f"setting {name} of organisation {org}"):
@@ -240,7 +281,7 @@ def set_org_setting(
         else:
             conn.execute(sa.update(_os).where(key).values(setting_value=_text(parsed), updated_at=now))
         if name.startswith("retention_") and parsed != old:
-            _reschedule(conn, org, name[len("retention_") : -len("_days")], int(parsed))
+            _reschedule(conn, org, name[len("retention_") : -len("_days")], int(parsed), now)
         audit.record(
             conn,
             "setting_set",
@@ -252,14 +293,17 @@ def set_org_setting(
     return get_org_settings(conn, org)
 
 
-def _reschedule(conn: Connection, org: str, retention_class: str, days: int) -> None:
-    """New ``expires_at`` (last change + ``days``) for the organisation's live items of a class."""
+def _reschedule(conn: Connection, org: str, retention_class: str, days: int, now: dt.datetime) -> None:
+    """New ``expires_at`` (the later of the last change and the last use, + ``days``) for the
+    organisation's live items of a class. An item already expired at ``now`` keeps its
+    ``expires_at``: a longer retention set later never brings it back."""
     assert retention_class in EDITABLE_CLASSES and retention_class in RETENTION_CLASSES
     rows = conn.execute(
-        sa.select(_it.c.item_id, _it.c.updated_at).where(
+        sa.select(_it.c.item_id, _it.c.updated_at, _it.c.last_used_at).where(
             _it.c.org_id == org,
             _it.c.retention_class == retention_class,
             _it.c.deleted_at.is_(None),
+            sa.or_(_it.c.expires_at.is_(None), _it.c.expires_at > now),
         )
     ).all()
     if rows:
@@ -267,8 +311,22 @@ def _reschedule(conn: Connection, org: str, retention_class: str, days: int) -> 
             sa.update(_it)
             .where(_it.c.item_id == sa.bindparam("p_id"))
             .values(expires_at=sa.bindparam("p_exp", type_=_it.c.expires_at.type)),
-            [{"p_id": r.item_id, "p_exp": r.updated_at + dt.timedelta(days=days)} for r in rows],
+            [
+                {"p_id": r.item_id, "p_exp": _later(r.updated_at, r.last_used_at) + dt.timedelta(days=days)}
+                for r in rows
+            ],
         )
+
+
+def _later(changed: dt.datetime, used: dt.datetime | None) -> dt.datetime:
+    if used is None:
+        return changed
+    a, b = _aware_utc(changed), _aware_utc(used)
+    return a if a >= b else b
+
+
+def _aware_utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
 
 
 # -- the memory switch ------------------------------------------------------------------------
@@ -280,7 +338,7 @@ def get_memory_switch(conn: Connection, user_id: str, *, org_id: str = DEFAULT_O
     Raises:
         InvalidScopeError: invalid user or organisation id.
     """
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org = check_org(org_id)
     key = user_key_of(user_id)
     try:
@@ -288,17 +346,18 @@ def get_memory_switch(conn: Connection, user_id: str, *, org_id: str = DEFAULT_O
             sa.select(_sw.c.memory_on).where(_sw.c.org_id == org, _sw.c.user_key == key)
         ).scalar_one_or_none()
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "reading the memory switch") from exc
+        raise translate_db_error(exc, "reading the memory switch") from exc
     return value is None or bool(value)
 
 
 def lock_user(conn: Connection, org: str, user_key: str, now: dt.datetime) -> bool:
     """Lock the user's switch row (``FOR UPDATE``; on PostgreSQL a no-op ``UPDATE``, see
-    :func:`dbmemory.db.dialect.locks_by_update`), creating it (on) when missing: writers of one
+    :func:`dbmemory.db.dialect.base.locks_by_update`), creating it (on) when missing: writers of one
     user's items that check a count (the auto-item limit) and :func:`~dbmemory.items.forget_user`
     serialise on it. Call inside a write unit. Returns the switch's value."""
     key = sa.and_(_sw.c.org_id == org, _sw.c.user_key == user_key)
-    if dialect.locks_by_update(conn):  # a snapshot that waited for us must not miss our rows
+    stmt: sa.Executable
+    if locks_by_update(conn):  # a snapshot that waited for us must not miss our rows
         stmt = (
             sa.update(_sw).where(key).values(updated_at=_sw.c.updated_at).returning(_sw.c.memory_on)
         )
@@ -337,11 +396,11 @@ def set_memory_switch(
         InvalidArgumentError: ``on`` not a bool; ``actor`` not text.
         InvalidScopeError: invalid user or organisation id.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     _v.check_bool(on, "on")
     org = check_org(org_id)
     key = user_key_of(user_id)
-    now = _v.check_now(now) or dialect.utcnow()
+    now = _v.check_now(now) or utcnow()
     with write_unit(conn, "setting the memory switch"):
         old = lock_user(conn, org, key, now)
         conn.execute(

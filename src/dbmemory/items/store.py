@@ -1,5 +1,5 @@
 """Memory items: add, edit, soft delete, restore, purge, clear, list, mark used, and the
-auto-item limit. Every writer runs in the caller's transaction (:func:`dbmemory.txn.write_unit`)
+auto-item limit. Every writer runs in the caller's transaction (:func:`dbmemory.store.units.write_unit`)
 and writes its audit event there; nothing here commits.
 
 Rules:
@@ -7,8 +7,10 @@ Rules:
 * **Live** item: ``deleted_at`` is NULL and ``expires_at`` is NULL or later than now. Only live
   items are listed by default and used in conversations: a soft-deleted item stops being used
   at once, and so does an expired one even before the expiry job soft-deletes it.
-* ``expires_at`` = last change (create, edit, restore) + the class's days
-  (:class:`~dbmemory.items.settings.OrgSettings`); NULL for ``permanent``.
+* ``expires_at`` = last change (create, edit, restore) or last use (an injection into a turn
+  or a search hit, :func:`~dbmemory.items.mark_items_used`), whichever is later, + the class's
+  days (:class:`~dbmemory.items.settings.OrgSettings`); NULL for ``permanent``. An expired item
+  stays expired until restored.
 * Soft delete keeps the row until the purge (grace period, ``grace_days``); restore works until
   then. The purge deletes the row for good (:func:`purge_items`, and the expiry job).
 * At most :data:`~dbmemory.items.model.MAX_AUTO_ITEMS` live auto items per user: adding one
@@ -20,16 +22,19 @@ Rules:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import validate as _v
-from dbmemory.db import dialect
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
+from dbmemory.core.keys import validate_component
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import items as _it
-from dbmemory.errors import ConflictError, InvalidArgumentError, NotFoundError
+from dbmemory.errors import ConflictError, InvalidArgumentError, NotFoundError, StorageError
 from dbmemory.items import audit
 from dbmemory.items.model import (
     DEFAULT_ORG,
@@ -44,9 +49,9 @@ from dbmemory.items.model import (
     user_id_of,
     user_key_of,
 )
-from dbmemory.keys import validate_component
+from dbmemory.items.retention import purge_deleted
 from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
-from dbmemory.txn import write_unit
+from dbmemory.store.units import write_unit
 
 __all__ = [
     "add_item",
@@ -99,7 +104,7 @@ def _expiry(settings: OrgSettings, retention_class: str, changed: dt.datetime) -
 
 
 def _now(now: object) -> dt.datetime:
-    return _v.check_now(now) or dialect.utcnow()
+    return _v.check_now(now) or utcnow()
 
 
 def _owner(user_id: object, org_id: object) -> tuple[str, str]:
@@ -163,7 +168,7 @@ def add_item(
             confidence, time or actor.
         InvalidScopeError: invalid user, organisation or chat id.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     body = check_item_text(text)
     kind = check_kind(kind)
@@ -195,7 +200,10 @@ def add_item(
             "deleted_at": None,
             "version_no": 1,
         }
-        item_id = int(conn.execute(sa.insert(_it).values(**values)).inserted_primary_key[0])
+        inserted = conn.execute(sa.insert(_it).values(**values)).inserted_primary_key
+        if inserted is None:  # pragma: no cover - every supported driver returns the new id
+            raise StorageError("the database returned no id for the new item: nothing was added")
+        item_id = int(inserted[0])
         audit.record(
             conn, "item_add", actor=actor, org_id=org, user_key=key, item_id=item_id,
             before=None, after=len(body), detail=f"kind={kind} class={cls}", now=now,
@@ -227,7 +235,7 @@ def edit_item(
         ConflictError: the item is not at ``expected_version``.
         InvalidArgumentError: bad text, class or confidence; nothing to change.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     _v.check_id(item_id, "item_id")
     body = None if text is None else check_item_text(text)
@@ -276,7 +284,7 @@ def edit_item(
 
 
 def _soft_delete(
-    conn: Connection, rows: list[Any], action: str, actor: str, now: dt.datetime
+    conn: Connection, rows: Sequence[Any], action: str, actor: str, now: dt.datetime
 ) -> int:
     if not rows:
         return 0
@@ -290,7 +298,7 @@ def _soft_delete(
     audit.record_many(
         conn,
         [
-            audit._row(
+            audit.event_row(
                 action, actor=actor, org_id=r.org_id, user_key=r.user_key, item_id=int(r.item_id),
                 before=int(r.char_count), after=0, now=now,
             )
@@ -316,7 +324,7 @@ def delete_item(
         NotFoundError: no such item (code ``item_not_found``) or already deleted
             (code ``item_deleted``).
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     _v.check_id(item_id, "item_id")
     now = _now(now)
@@ -344,7 +352,7 @@ def restore_item(
         NotFoundError: no such item, or purged (code ``item_not_found``).
         InvalidArgumentError: the item is not deleted (code ``item_not_deleted``).
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     _v.check_id(item_id, "item_id")
     now = _now(now)
@@ -385,7 +393,7 @@ def clear_items(
 ) -> int:
     """Soft-delete every live item of the user (one ``item_delete`` event each). Returns how
     many."""
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     now = _now(now)
     with write_unit(conn, "clearing memory items"):
@@ -423,9 +431,7 @@ def purge_items(
     Returns:
         The number of items purged.
     """
-    from dbmemory.items.retention import purge_deleted
-
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org = None if org_id is None else check_org(org_id)
     key = None if user_id is None else user_key_of(user_id)
     ids = None if item_ids is None else _v.check_each(list(item_ids), "item_ids", _v.check_id)
@@ -443,7 +449,7 @@ def get_item(conn: Connection, user_id: str, item_id: int, *, org_id: str = DEFA
     Raises:
         NotFoundError: no such item of this user (code ``item_not_found``).
     """
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org, key = _owner(user_id, org_id)
     _v.check_id(item_id, "item_id")
     row = conn.execute(
@@ -476,7 +482,7 @@ def list_items(
     Returns:
         List of :class:`~dbmemory.items.model.Item` ordered by creation time, then id.
     """
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org, key = _owner(user_id, org_id)
     _v.check_bool(include_deleted, "include_deleted")
     kind = None if kind is None else check_kind(kind)
@@ -489,7 +495,7 @@ def list_items(
     try:
         rows = conn.execute(stmt.order_by(_it.c.created_at, _it.c.item_id)).all()
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "listing memory items") from exc
+        raise translate_db_error(exc, "listing memory items") from exc
     return [to_item(r) for r in rows]
 
 
@@ -497,7 +503,7 @@ def count_items(
     conn: Connection, user_id: str, *, org_id: str = DEFAULT_ORG, now: dt.datetime | None = None
 ) -> dict[str, int]:
     """Live items of the user by kind: ``{"manual": n, "auto": m}``."""
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org, key = _owner(user_id, org_id)
     now = _now(now)
     rows = conn.execute(
@@ -548,7 +554,7 @@ def enforce_auto_item_limit(
     Returns:
         The number of auto items evicted.
     """
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     org, key = _owner(user_id, org_id)
     _v.check_int(limit, "limit", minimum=0, maximum=_v.INT32_MAX)
     _v.check_int(incoming, "incoming", minimum=0, maximum=_v.INT32_MAX)

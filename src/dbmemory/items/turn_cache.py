@@ -47,6 +47,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from dbmemory.db.schema import files, stores
+from dbmemory.db.schema import items as it
+from dbmemory.db.schema import memory_switches as sw
+from dbmemory.db.schema import org_settings as os_
+from dbmemory.items.org import ORG_MEMORY_PATH
+from dbmemory.items.settings import DEFAULTS
+
 __all__ = ["MAX_USERS", "Entry", "turn_state_stmt", "get", "peek", "put", "clear"]
 
 MAX_USERS = 2048
@@ -77,7 +84,7 @@ class Entry:
 
 
 _lock = threading.Lock()
-_entries: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[str, str], Entry]] = weakref.WeakKeyDictionary()
+entries: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[str, str], Entry]] = weakref.WeakKeyDictionary()
 _STATEMENTS: dict[str, Any] = {}
 
 
@@ -90,13 +97,11 @@ def turn_state_stmt() -> sa.Select[Any]:
     """
     stmt = _STATEMENTS.get("state")
     if stmt is None:
-        from dbmemory.db.schema import files, items as it, memory_switches as sw, org_settings as os_, stores
-        from dbmemory.items.org import ORG_MEMORY_PATH
-        from dbmemory.items.settings import DEFAULTS
-
         # constants inlined (setting names are identifiers): fewer parameters to bind per turn
         _ZERO = sa.literal_column("0", sa.Integer())
-        org, user, store_key = sa.bindparam("org_id"), sa.bindparam("user_key"), sa.bindparam("store_key")
+        org: sa.BindParameter[Any] = sa.bindparam("org_id")
+        user: sa.BindParameter[Any] = sa.bindparam("user_key")
+        store_key: sa.BindParameter[Any] = sa.bindparam("store_key")
         mine = sa.and_(it.c.org_id == org, it.c.user_key == user)
         marker = (
             sa.select(
@@ -135,16 +140,16 @@ def turn_state_stmt() -> sa.Select[Any]:
 
 
 def _users(engine: Any) -> OrderedDict[tuple[str, str], Entry]:
-    users = _entries.get(engine)
+    users = entries.get(engine)
     if users is None:
-        users = _entries[engine] = OrderedDict()
+        users = entries[engine] = OrderedDict()
     return users
 
 
 def get(engine: Any, org: str, user_key: str, marker: tuple[Any, ...]) -> Entry | None:
     """The entry of (engine, org, user) if it was read under exactly ``marker``, else None."""
     with _lock:
-        users = _entries.get(engine)
+        users = entries.get(engine)
         entry = None if users is None else users.get((org, user_key))
         if entry is None or entry.marker != marker:
             return None
@@ -156,7 +161,7 @@ def peek(engine: Any, org: str, user_key: str) -> Entry | None:
     """The entry of (engine, org, user) whatever its marker (the one a new read replaces), or
     None; its recency in the LRU order is left as it is."""
     with _lock:
-        users = _entries.get(engine)
+        users = entries.get(engine)
         return None if users is None else users.get((org, user_key))
 
 
@@ -174,4 +179,4 @@ def put(engine: Any, org: str, user_key: str, entry: Entry) -> None:
 def clear() -> None:
     """Forget every entry (tests, or after writing item rows behind the package's back)."""
     with _lock:
-        _entries.clear()
+        entries.clear()

@@ -20,11 +20,19 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-import sqlalchemy as sa
-
+from dbmemory.core.arguments import check_arguments
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.schema import files, stores
+from dbmemory.db.schema import items as it
+from dbmemory.items import turn_cache
+from dbmemory.items.model import check_org, user_key_of
+from dbmemory.items.org import ORG_MEMORY_PATH, org_memory_store_key
 from dbmemory.items.select import ItemPool, Selection, select_items
+from dbmemory.items.settings import DEFAULTS, OrgSettings, from_text
+from dbmemory.items.store import live_rule
 
 __all__ = [
     "TurnItems", "TurnItem", "load_turn_items", "choose", "turn_items_stmt", "turn_rows_stmt", "org_memory_stmt",
@@ -59,9 +67,6 @@ def turn_items_stmt() -> sa.Select[Any]:
     binds ``org_id``, ``user_key`` and ``now`` (built once per process)."""
     stmt = _STATEMENTS.get("items")
     if stmt is None:
-        from dbmemory.db.schema import items as it
-        from dbmemory.items.store import live_rule
-
         stmt = _STATEMENTS["items"] = (
             sa.select(
                 it.c.item_id, it.c.item_text, it.c.item_kind, it.c.version_no,
@@ -82,9 +87,6 @@ def org_memory_stmt() -> sa.Select[Any]:
     ``store_key`` (:func:`dbmemory.items.org.org_memory_store_key`)."""
     stmt = _STATEMENTS.get("org")
     if stmt is None:
-        from dbmemory.db.schema import files, stores
-        from dbmemory.items.org import ORG_MEMORY_PATH
-
         stmt = _STATEMENTS["org"] = (
             sa.select(files.c.body)
             .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
@@ -112,6 +114,8 @@ class TurnItems:
             with the cached rows), or None (then built by :func:`choose`).
         selection: the chosen items (after :func:`choose`).
         injected: the items that fitted the budget and went into the prompt.
+        searched: the searched block of the turn
+            (:class:`~dbmemory.items.search_inject.SearchBlock`), or None when not searched.
     """
 
     org_id: str
@@ -124,6 +128,7 @@ class TurnItems:
     lines: dict[Any, Any] | None = None
     selection: Selection | None = None
     injected: tuple[Any, ...] = ()
+    searched: Any = None
 
 
 def load_turn_items(
@@ -144,25 +149,18 @@ def load_turn_items(
         InvalidScopeError: invalid user or organisation id.
         StorageError: the database failed (``dbmemory db upgrade`` missing?).
     """
-    from dbmemory import validate as _v
-    from dbmemory.db import dialect
-    from dbmemory.items import turn_cache
-    from dbmemory.items.model import check_org, user_key_of
-    from dbmemory.items.org import org_memory_store_key
-    from dbmemory.items.settings import DEFAULTS, OrgSettings, _from_text
-
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     org = check_org(org_id)
     key = user_key_of(user_id)
     params = {"org_id": org, "user_key": key, "store_key": org_memory_store_key(org)}
     try:
         row = conn.execute(turn_cache.turn_state_stmt(), params).one()
     except sa.exc.SQLAlchemyError as exc:
-        raise dialect.translate_db_error(exc, "reading the memory items of a turn") from exc
+        raise translate_db_error(exc, "reading the memory items of a turn") from exc
     values = dict(DEFAULTS)
-    for name, text in zip(DEFAULTS, row[2 : 2 + len(DEFAULTS)]):
+    for name, text in zip(DEFAULTS, row[2 : 2 + len(DEFAULTS)], strict=False):
         if text is not None:
-            values[name] = _from_text(name, text)
+            values[name] = from_text(name, text)
     settings = OrgSettings(org_id=org, **values)
     if row[0] is not None and not bool(row[0]):
         return TurnItems(org, False, settings)
@@ -173,7 +171,7 @@ def load_turn_items(
         try:
             rows = conn.execute(turn_rows_stmt(), params).all()
         except sa.exc.SQLAlchemyError as exc:
-            raise dialect.translate_db_error(exc, "reading the memory items of a turn") from exc
+            raise translate_db_error(exc, "reading the memory items of a turn") from exc
         cached = tuple(TurnItem(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6]) for r in rows)
         expiring = [i.expires_at for i in cached if i.expires_at is not None]
         pool = ItemPool(cached)
@@ -215,8 +213,6 @@ def turn_rows_stmt() -> sa.Select[Any]:
     ``user_key`` (built once per process)."""
     stmt = _STATEMENTS.get("rows")
     if stmt is None:
-        from dbmemory.db.schema import items as it
-
         stmt = _STATEMENTS["rows"] = (
             sa.select(
                 it.c.item_id, it.c.item_text, it.c.item_kind, it.c.version_no,

@@ -2,7 +2,7 @@
 
 Loaded before each turn within a token budget and injected into the system prompt; consolidated
 by a model after the turn (gate, rewrite, scrub, deterministic checks, fit, compare-and-set
-write). Stored as an ordinary file through :mod:`dbmemory.files` in the store
+write). Stored as an ordinary file through :mod:`dbmemory.store.files` in the store
 ``reserved:profile:<root_folder>:<encoded id>`` (scope ``reserved``: no agent configuration or
 MEMORY tool call can name it) at ``/memories/memory.md``.
 
@@ -23,25 +23,22 @@ the ``complete`` callable a caller injects.
 
 from __future__ import annotations
 
-try:  # the profile extra: pip install 'dbmemory[profile]'
+from dbmemory.errors import MissingDependencyError, extra_hint
+
+try:  # the profile extra: pip install -e ".[profile]"
     import prometheus_client as _prometheus_client  # noqa: F401
     import stdnum as _stdnum  # noqa: F401
     import yaml as _yaml  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    from dbmemory.errors import MissingDependencyError, extra_hint
-
     raise MissingDependencyError(
         f"user profiles need {_exc.name or 'a library'} (pyyaml, python-stdnum, "
         "prometheus-client): " + extra_hint("profile")
     ) from _exc
 
 from dbmemory.profile.budget import TRUNCATION_MARKER, FitResult, fit_profile, hard_truncate
+from dbmemory.profile.calls import ConsolidationResult, ModelCall
 from dbmemory.profile.config import UserMemoryConfig, memory_enabled
-from dbmemory.profile.consolidate import (
-    ConsolidationResult,
-    ModelCall,
-    UserMemoryPostprocessor,
-)
+from dbmemory.profile.consolidate import UserMemoryPostprocessor
 from dbmemory.profile.detectors import OwnContacts, ScanResult, scan
 from dbmemory.profile.events import (
     LOADING,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dbmemory.profile.format import SECTIONS, UserProfile, render_profile
+from dbmemory.profile.format import parse_body as _parse
 from dbmemory.profile.tokens import count_tokens
 
 __all__ = [
@@ -132,7 +133,7 @@ def _with_lines(profile: UserProfile, kept: list[tuple[str, str]], marker: bool)
     for name, line in kept:
         sections[name].append(line)
     if marker:
-        sections[SECTIONS[-1]].append(TRUNCATION_MARKER)
+        sections[profile.order[-1]].append(TRUNCATION_MARKER)  # the last section written
     return profile.with_sections({k: "\n".join(v) for k, v in sections.items()})
 
 
@@ -284,8 +285,6 @@ def fit_profile(
 
 
 def _default_parse(profile: UserProfile) -> Callable[[str], UserProfile | None]:
-    from dbmemory.profile.format import parse_body as _parse
-
     def parse(body: str) -> UserProfile | None:
         parsed = _parse(body)
         return profile.with_sections(parsed.sections) if parsed.exact else None

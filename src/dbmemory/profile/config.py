@@ -12,10 +12,12 @@ Example:
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dbmemory.core.keys import validate_component
 from dbmemory.errors import InvalidScopeError
-from dbmemory.keys import validate_component
 
 __all__ = ["UserMemoryConfig", "memory_enabled", "MIN_MAX_TOKENS", "MAX_MAX_TOKENS"]
 
@@ -59,6 +61,16 @@ class UserMemoryConfig(BaseModel):
     Each model call waits at most the time left, whether or not the model honours its
     ``timeout``; at the deadline the consolidation gives up (outcome ``error``, reason
     ``deadline``, counted) and the old profile stays."""
+
+    section_order: Literal["keep", "current", "older"] = "keep"
+    """Order of the Follow-ups and Recent Topics sections a rewrite writes: ``"keep"`` the
+    stored profile's order (a new profile gets the current one), ``"current"`` the current
+    reference format (Follow-ups, then Recent Topics), ``"older"`` the older one (Recent Topics,
+    then Follow-ups)."""
+
+    follow_up_stale_days: int = Field(default=30, ge=1, le=3650)
+    """A Follow-ups bullet whose newest date (``YYYY-MM-DD``) lies more than this many days
+    before the rewrite is stale and removed (:mod:`dbmemory.profile.rules`); 1..3650."""
 
     @field_validator("root_folder")
     @classmethod

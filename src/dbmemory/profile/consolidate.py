@@ -8,7 +8,11 @@ Steps of :meth:`UserMemoryPostprocessor.run`:
 2. **Rewrite**: the current body, the defused exchange and the UTC time; the answer is NOOP
    (any disguise) or the complete body (taken out of a fence or after prose). An empty answer, a
    cut-off answer (finish reason ``length``), a model error, or a body without all six sections
-   keeps the old profile (counted as rejected).
+   keeps the old profile (counted as rejected). The profile's own rules
+   (:func:`~dbmemory.profile.rules.enforce_rules`: dated Recent Topics that repeat no fact,
+   no done or stale Follow-ups) are checked here, on the scrub's and the condensation's full
+   answers too: repaired (counted) or refused; the body is written in the order
+   :func:`~dbmemory.profile.rules.write_order` chooses (``config.section_order``).
 3. **Scrub** (always): CLEAN keeps the rewrite, a complete body replaces it, anything else
    (including an error) vetoes the write (fails closed).
 4. **Deterministic checks** (:mod:`~dbmemory.profile.detectors`): hits are redacted and counted.
@@ -47,14 +51,15 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from dbmemory import llm
 from dbmemory.errors import ConflictError, DbMemoryError
 from dbmemory.profile import prompts
 from dbmemory.profile.answers import extract_body, first_word, is_word_answer
-from dbmemory.profile.calls import ModelCall, _call_within, _DeadlineExceeded
 from dbmemory.profile.budget import fit_profile, hard_truncate
+from dbmemory.profile.calls import ConsolidationResult, DeadlineExceeded, ModelCall, call_within
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.detectors import (
     OwnContacts,
@@ -74,68 +79,28 @@ from dbmemory.profile.format import (
     render_profile,
 )
 from dbmemory.profile.load import UserMemoryState
+from dbmemory.profile.metrics import default_metrics
 from dbmemory.profile.optout import forget_mark, is_user_memory_enabled, lock_user_memory_enabled
+from dbmemory.profile.rules import enforce_rules, write_order
 from dbmemory.profile.store import read_profile, write_profile
+from dbmemory.profile.tokens import count_tokens
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-    from dbmemory.llm import Completion, CompleteFn
+    from dbmemory.llm import CompleteFn, Completion
     from dbmemory.profile.metrics import ProfileMetrics
 
-__all__ = ["ModelCall", "ConsolidationResult", "UserMemoryPostprocessor", "ConnFactory"]
+__all__ = [
+    "UserMemoryPostprocessor",
+    "ConnFactory",
+]
 
 log = logging.getLogger(__name__)
 
 ConnFactory = Callable[[], AbstractContextManager["Connection"]]
 """A no-argument callable returning a context manager that yields a connection inside a
 transaction and commits it on success, e.g. ``engine.begin``."""
-
-
-@dataclass
-class ConsolidationResult:
-    """What one :meth:`UserMemoryPostprocessor.run` did.
-
-    Attributes:
-        outcome: ``"noop"`` (gate or model said NOOP), ``"unchanged"`` (same body, not
-            written), ``"updated"`` (written), ``"rejected"`` (unusable model answer, old profile
-            kept), ``"scrub_veto"``, ``"conflict"`` (the profile changed twice meanwhile),
-            ``"disabled"`` (the user opted out, or was forgotten since the run started) or ``"error"`` (database or unexpected failure,
-            or the deadline passed).
-        reason: detail: ``"gate"``, ``"model"``, ``"empty"``, ``"truncated"``, ``"model_error"``,
-            ``"missing_sections"``, ``"duplicate_sections"``, ``"extra_sections"``,
-            ``"not_a_profile"``, ``"scrub_error"``, ``"scrub_invalid"``, ``"deadline"``, an
-            error message, or None.
-        text: the profile text now stored (the new text when updated), or None when none exists.
-        version: its file version, or None.
-        calls: every model call, in order.
-        redactions: detector hits per kind (see :data:`~dbmemory.profile.detectors.KINDS`).
-        condensed: the condensation result was used.
-        truncated: hard truncation was applied.
-        token_count: tokens of the written text (when updated).
-        attempts: 2 when the pipeline re-ran after a compare-and-set conflict.
-    """
-
-    outcome: str = "error"
-    reason: str | None = None
-    text: str | None = None
-    version: int | None = None
-    calls: list[ModelCall] = field(default_factory=list)
-    redactions: dict[str, int] = field(default_factory=dict)
-    condensed: bool = False
-    truncated: bool = False
-    token_count: int | None = None
-    attempts: int = 1
-
-    @property
-    def written(self) -> bool:
-        """Whether a new profile text was stored."""
-        return self.outcome == "updated"
-
-    def usage(self, purpose: str | None = None) -> tuple[int, int]:
-        """``(prompt_tokens, completion_tokens)`` summed over the calls (of one purpose)."""
-        chosen = [c for c in self.calls if purpose is None or c.purpose == purpose]
-        return sum(c.prompt_tokens for c in chosen), sum(c.completion_tokens for c in chosen)
 
 
 class _Stop(Exception):
@@ -199,8 +164,6 @@ class UserMemoryPostprocessor:
         actor: str = "profile",
         deadline_s: float | None = None,
     ) -> None:
-        from dbmemory.profile.metrics import default_metrics
-
         self._begin = _factory(conn_factory_or_engine)
         self.config = config
         self.model = model
@@ -217,6 +180,8 @@ class UserMemoryPostprocessor:
         self._deadline = float("inf")
         self._scanned: dict[tuple[str, OwnContacts], ScanResult] = {}
         self._forget_mark = 0
+        self._base: UserProfile = new_profile(user_id)
+        self._turn_at = dt.datetime.now(dt.timezone.utc)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -239,7 +204,7 @@ class UserMemoryPostprocessor:
             self._run(result, user_message or "", assistant_message or "")
         except _Stop as stop:
             result.outcome, result.reason = stop.outcome, stop.reason
-        except _DeadlineExceeded:
+        except DeadlineExceeded:
             log.warning("profile consolidation gave up at its deadline of %.1f s; the old profile is kept", self.deadline_s)
             result.outcome, result.reason = "error", "deadline"
         except DbMemoryError as exc:
@@ -272,6 +237,8 @@ class UserMemoryPostprocessor:
                 if state is not None
                 else new_profile(self.user_id)
             )
+            order = write_order(self.config.section_order, base.order if state is not None else None)
+            base = self._base = replace(base, order=order)
             if attempt == 1 and self.config.gate_enabled:
                 if self._gate(result, base.body, user_message, assistant_message) == "noop":
                     raise _Stop("noop", "gate")
@@ -287,7 +254,7 @@ class UserMemoryPostprocessor:
                         record = self._write(text, state)
                 except _Stop as raised:
                     stop = raised
-                except _DeadlineExceeded:
+                except DeadlineExceeded:
                     log.warning(
                         "profile consolidation gave up at its deadline of %.1f s; the old profile is kept",
                         self.deadline_s,
@@ -332,13 +299,13 @@ class UserMemoryPostprocessor:
     ) -> str | None:
         """Rewrite, scrub, check and fit; the new file text, or None when the body is unchanged."""
         base_body = base.body
-        now = _utc(self._now())
+        now = self._turn_at = _utc(self._now())
         answer = self._call(
             result,
             "rewrite",
             prompts.rewrite_messages(
                 base_body, user_message, assistant_message,
-                now_utc=now.strftime("%Y-%m-%d %H:%M UTC"),
+                now_utc=now.strftime("%Y-%m-%d %H:%M UTC"), order=base.order,
             ),
         )
         if answer is None:
@@ -350,7 +317,9 @@ class UserMemoryPostprocessor:
         extracted = extract_body(answer.text)
         if extracted.parsed is None:
             raise _Stop("rejected", extracted.reason)
-        body = render_body(extracted.parsed.sections)
+        body = self._ruled(result, extracted.parsed.sections)
+        if body is None:
+            raise _Stop("rejected", "invalid_topic_date")
 
         body = self._scrub(result, body)
         own = self._own_contacts(base, user_message)
@@ -360,7 +329,7 @@ class UserMemoryPostprocessor:
         sections = extract_body(checked.text).parsed
         if sections is None:  # cannot happen: redaction keeps headings
             raise _Stop("rejected", "not_a_profile")
-        approved = render_body(sections.sections)  # what the scrub passed, redacted
+        approved = render_body(sections.sections, base.order)  # what the scrub passed, redacted
         if approved == base_body:
             return None
 
@@ -377,14 +346,17 @@ class UserMemoryPostprocessor:
             reply = self._call(
                 result,
                 "condense",
-                prompts.condense_messages(text, target_tokens=target_tokens, max_tokens=max_tokens),
+                prompts.condense_messages(
+                    text, target_tokens=target_tokens, max_tokens=max_tokens, order=base.order
+                ),
             )
             if reply is None or reply.finish_reason == "length":
                 return None
             condensed = extract_body(reply.text)
-            if condensed.parsed is None:
+            ruled = self._ruled(result, condensed.parsed.sections) if condensed.parsed else None
+            if ruled is None:
                 return None
-            rechecked = self._scan_once(render_body(condensed.parsed.sections), own)
+            rechecked = self._scan_once(ruled, own)
             if rechecked.counts:
                 self._count_redactions(result, rechecked.counts)
             return rechecked.text
@@ -428,7 +400,19 @@ class UserMemoryPostprocessor:
         checked = self._scan_once(body, own)
         if checked.counts:
             self._count_redactions(result, checked.counts)
-        return render_body(parse_body(checked.text).sections)
+        return render_body(parse_body(checked.text).sections, self._base.order)
+
+    def _ruled(self, result: ConsolidationResult, sections: dict[str, str]) -> str | None:
+        """A model's body after the profile's rules (repairs counted), in the write order; None
+        when refused."""
+        checked = enforce_rules(
+            sections, now=self._turn_at, base_sections=self._base.sections,
+            follow_up_stale_days=self.config.follow_up_stale_days,
+        )
+        for rule, count in checked.repairs.items():
+            result.repairs[rule] = result.repairs.get(rule, 0) + count
+        self.metrics.repaired(checked.repairs)
+        return None if checked.sections is None else render_body(checked.sections, self._base.order)
 
     def _scan_once(self, body: str, own: OwnContacts) -> ScanResult:
         """:func:`~dbmemory.profile.detectors.scan` of ``body``, remembered for this run: the
@@ -443,7 +427,7 @@ class UserMemoryPostprocessor:
 
     def _check_deadline(self) -> None:
         if time.monotonic() >= self._deadline:
-            raise _DeadlineExceeded()
+            raise DeadlineExceeded()
 
     def _gate(
         self, result: ConsolidationResult, body: str, user_message: str, assistant_message: str
@@ -456,7 +440,7 @@ class UserMemoryPostprocessor:
 
     def _scrub(self, result: ConsolidationResult, body: str) -> str:
         """The body after the scrub; raises ``_Stop("scrub_veto")`` unless CLEAN or a full body."""
-        answer = self._call(result, "scrub", prompts.scrub_messages(body))
+        answer = self._call(result, "scrub", prompts.scrub_messages(body, order=self._base.order))
         if answer is None:
             raise _Stop("scrub_veto", "scrub_error")
         if answer.finish_reason == "length":
@@ -464,9 +448,10 @@ class UserMemoryPostprocessor:
         if is_word_answer(answer.text, "CLEAN"):
             return body
         cleaned = extract_body(answer.text)
-        if cleaned.parsed is None:
+        ruled = self._ruled(result, cleaned.parsed.sections) if cleaned.parsed else None
+        if ruled is None:
             raise _Stop("scrub_veto", "scrub_invalid")
-        return render_body(cleaned.parsed.sections)
+        return ruled
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -476,9 +461,7 @@ class UserMemoryPostprocessor:
         """One model call, recorded in ``result`` and the metrics; None when it raised."""
         complete = self._complete
         if complete is None:
-            from dbmemory.llm import complete as litellm_complete
-
-            complete = self._complete = litellm_complete
+            complete = self._complete = llm.complete
         self._check_deadline()
         started = time.perf_counter()
         error: str | None = None
@@ -490,8 +473,8 @@ class UserMemoryPostprocessor:
             if not self.model:
                 raise DbMemoryError("no model configured for the user profile")
             model = self.model
-            reply = _call_within(lambda: complete(model, messages, timeout=timeout), left)
-        except _DeadlineExceeded:
+            reply = call_within(lambda: complete(model, messages, timeout=timeout), left)
+        except DeadlineExceeded:
             error, expired = "DeadlineExceeded", True
             log.warning("profile %s call to %s was still running at the deadline", purpose, self.model)
         except Exception as exc:  # noqa: BLE001 - every model failure is handled by the caller
@@ -518,7 +501,7 @@ class UserMemoryPostprocessor:
             completion_tokens=call.completion_tokens,
         )
         if expired:
-            raise _DeadlineExceeded()
+            raise DeadlineExceeded()
         return reply
 
     def _own_contacts(self, base: UserProfile, user_message: str) -> OwnContacts:
@@ -566,7 +549,7 @@ class UserMemoryPostprocessor:
         return UserMemoryState(
             user_id=self.user_id,
             text=record.text,
-            body=render_body(parse_profile(record.text).sections),
+            body=parse_profile(record.text).body,
             store_id=record.store_id,
             version=record.version,
             token_count=self._tokens(record.text),
@@ -577,8 +560,6 @@ class UserMemoryPostprocessor:
         result.version = state.version if state is not None else None
 
     def _tokens(self, text: str) -> int:
-        from dbmemory.profile.tokens import count_tokens
-
         return count_tokens(text, self.model)
 
 
@@ -586,7 +567,8 @@ def _factory(target: Any) -> ConnFactory:
     """Normalise an Engine or a connection factory to a factory."""
     begin = getattr(target, "begin", None)
     if begin is not None and hasattr(target, "connect") and hasattr(target, "dispose"):
-        return begin  # an Engine
+        engine_begin: ConnFactory = begin  # an Engine
+        return engine_begin
 
     if callable(target):
 

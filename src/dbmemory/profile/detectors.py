@@ -30,7 +30,7 @@ Cost: each pattern first asks a cheap necessary condition of the text (a literal
 case-folded text, or a digit layout such as ``000-00-0000``; see "pre-filters" below) and scans
 only when it holds, so a ~2,000-token profile without hits is checked in well under a
 millisecond instead of ~5 ms. The conditions never reject a text their pattern matches
-(tests/test_profile_detectors.py compares gated and ungated scans), so the hits are the same.
+(tests/profile/test_profile_detectors.py compares gated and ungated scans), so the hits are the same.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ __all__ = [
     "own_contacts_from_text",
     "find_emails",
     "find_phones",
+    "scan_with",
 ]
 
 KINDS: tuple[str, ...] = ("secret", "iban", "card", "national_id", "email", "phone")
@@ -486,10 +487,10 @@ def scan(text: str, *, own: OwnContacts | None = None) -> ScanResult:
     Returns:
         A :class:`ScanResult` with the redacted text and hits per kind.
     """
-    return _scan(text, own or OwnContacts(), gated=True)
+    return scan_with(text, own or OwnContacts(), gated=True)
 
 
-def _scan(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
+def scan_with(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
     """:func:`scan`; ``gated=False`` runs every pattern whatever the pre-filters say (tests
     compare both)."""
     counts: Counter[str] = Counter()
@@ -504,7 +505,7 @@ def _scan(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
             view = _View(text)
         return gate(view)
 
-    for pattern, gate in zip(_TOKEN_PATTERNS, _TOKEN_GATES):
+    for pattern, gate in zip(_TOKEN_PATTERNS, _TOKEN_GATES, strict=True):
         if passes(gate):
             text = _sub(pattern, text, counts, "secret", lambda m: marker_secret)
 
@@ -523,7 +524,7 @@ def _scan(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
         text = _sub(_IBAN, text, counts, "iban", _whole("iban", std_iban.is_valid))
     if passes(_CARD_GATE):
         text = _sub(_CARD, text, counts, "card", _whole("card", _card_ok))
-    for (pattern, validator), gate in zip(_NATIONAL_FORMATS, _NATIONAL_GATES):
+    for (pattern, validator), gate in zip(_NATIONAL_FORMATS, _NATIONAL_GATES, strict=True):
         if passes(gate):
             text = _sub(pattern, text, counts, "national_id", _whole("national_id", validator))
     if passes(_ID_KEYWORD_GATE):
@@ -537,7 +538,7 @@ def _scan(text: str, own: OwnContacts, *, gated: bool) -> ScanResult:
         )
 
     phone_marker = redaction_marker("phone")
-    for index, (pattern, gate) in enumerate(zip(_PHONE_PATTERNS, _PHONE_GATES)):
+    for index, (pattern, gate) in enumerate(zip(_PHONE_PATTERNS, _PHONE_GATES, strict=True)):
         if not passes(gate):
             continue
         keyword_pattern = index == len(_PHONE_PATTERNS) - 1

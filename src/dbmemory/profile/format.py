@@ -19,8 +19,10 @@ Canonical form (what :func:`render_profile` writes)::
     ...
 
 Reading is lenient: the heading ``Open Questions / Follow-ups`` (and a few spellings) means
-Follow-ups, sections may come in the older order (Recent Topics before Follow-ups), the ``# User
-Memory`` title may be missing. Writing always emits the canonical form.
+Follow-ups, the ``# User Memory`` title may be missing. The two reference formats differ in one
+place: the current one (:data:`SECTIONS`) puts Follow-ups before Recent Topics, the older one
+(:data:`OLDER_SECTIONS`) after; a profile keeps the order it was read in
+(:attr:`UserProfile.order`). Writing emits the canonical form of that order.
 
 Frontmatter rules:
 
@@ -48,6 +50,8 @@ import yaml
 
 __all__ = [
     "SECTIONS",
+    "OLDER_SECTIONS",
+    "section_order",
     "TITLE",
     "EMPTY_MARK",
     "SCHEMA_VERSION",
@@ -78,7 +82,19 @@ SECTIONS: tuple[str, ...] = (
     "Follow-ups",
     "Recent Topics",
 )
-"""The six section titles, in canonical order."""
+"""The six section titles, in canonical order (the current reference format)."""
+
+OLDER_SECTIONS: tuple[str, ...] = (*SECTIONS[:4], "Recent Topics", "Follow-ups")
+"""The same six titles in the older reference format's order (Recent Topics before Follow-ups)."""
+
+
+def section_order(found: tuple[str, ...]) -> tuple[str, ...]:
+    """The reference order a body's headings follow: :data:`OLDER_SECTIONS` when Recent Topics
+    comes before Follow-ups in ``found`` (titles in the order met), else :data:`SECTIONS`."""
+    if "Recent Topics" in found and "Follow-ups" in found:
+        if found.index("Recent Topics") < found.index("Follow-ups"):
+            return OLDER_SECTIONS
+    return SECTIONS
 
 TITLE = "# User Memory"
 """The body's first line in canonical form."""
@@ -146,6 +162,7 @@ class UserProfile:
             by ``"\\n"``; ``""`` for an empty section (never the ``_(empty)_`` mark).
         extra: other frontmatter keys, preserved and written after the four known ones.
         has_frontmatter: whether the text had a frontmatter block.
+        order: the section order written (:data:`SECTIONS` or :data:`OLDER_SECTIONS`).
     """
 
     user_id: str
@@ -155,11 +172,12 @@ class UserProfile:
     sections: dict[str, str] = field(default_factory=empty_sections)
     extra: dict[str, Any] = field(default_factory=dict)
     has_frontmatter: bool = True
+    order: tuple[str, ...] = SECTIONS
 
     @property
     def body(self) -> str:
-        """The canonical Markdown body (no frontmatter), as a model sees it."""
-        return render_body(self.sections)
+        """The canonical Markdown body (no frontmatter) in :attr:`order`, as a model sees it."""
+        return render_body(self.sections, self.order)
 
     def with_sections(self, sections: Mapping[str, str]) -> UserProfile:
         """A copy with the sections replaced (missing titles become empty)."""
@@ -206,25 +224,25 @@ class ParsedBody:
 # --------------------------------------------------------------------------- frontmatter
 
 
-class _TextLoader(yaml.SafeLoader):
+class TextLoader(yaml.SafeLoader):
     """``SafeLoader`` without implicit resolvers: every plain scalar stays the exact string."""
 
 
-_TextLoader.yaml_implicit_resolvers = {}
+TextLoader.yaml_implicit_resolvers = {}
 
 if getattr(yaml, "__with_libyaml__", False):
 
-    class _FastTextLoader(yaml.CSafeLoader):  # type: ignore[name-defined,misc]
+    class _FastTextLoader(yaml.CSafeLoader):
         """The same rules on libyaml's parser (``CSafeLoader``): ~10x faster."""
 
     _FastTextLoader.yaml_implicit_resolvers = {}
-    _LOADERS: tuple[type, ...] = (_FastTextLoader, _TextLoader)
+    _LOADERS: tuple[type, ...] = (_FastTextLoader, TextLoader)
 else:  # PyYAML without libyaml: the pure loader only
-    _LOADERS = (_TextLoader,)
+    _LOADERS = (TextLoader,)
 
 
-def _load_yaml(text: str) -> Any:
-    """``text`` loaded with :class:`_TextLoader`'s rules: on libyaml's parser where PyYAML has
+def load_yaml(text: str) -> Any:
+    """``text`` loaded with :class:`TextLoader`'s rules: on libyaml's parser where PyYAML has
     it; a text libyaml refuses is read again by the pure loader, whose result or error counts.
 
     Raises:
@@ -273,7 +291,7 @@ def parse_frontmatter(frontmatter: str) -> dict[str, Any]:
         their shape); ``{}`` when the block is empty or not a YAML mapping.
     """
     try:
-        data = _load_yaml(frontmatter)
+        data = load_yaml(frontmatter)
     except yaml.YAMLError:
         return {}
     return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
@@ -300,7 +318,7 @@ def read_frontmatter_strict(text: str) -> dict[str, Any] | None:
     if raw is None:
         raise ProfileFormatError("the frontmatter is not closed by a line '---'")
     try:
-        data = _load_yaml(raw)
+        data = load_yaml(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -343,15 +361,8 @@ def profile_text_problem(text: str) -> str | None:
 
 
 _YAML_ESCAPES = {
-    "\\": "\\\\",
-    '"': '\\"',
-    "\n": "\\n",
-    "\t": "\\t",
-    "\r": "\\r",
-    "\0": "\\0",
-    "\x85": "\\N",
-    "\u2028": "\\L",
-    "\u2029": "\\P",
+    "\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0",
+    "\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P",
 }
 _YAML_NEEDS_ESCAPE = re.compile(
     "[\\\\\"\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
@@ -493,17 +504,18 @@ def parse_body(body: str) -> ParsedBody:
     )
 
 
-def render_body(sections: Mapping[str, str]) -> str:
+def render_body(sections: Mapping[str, str], order: tuple[str, ...] = SECTIONS) -> str:
     """The canonical body: title, then the six sections in order, empty ones as ``_(empty)_``.
 
     Args:
         sections: canonical titles mapped to content (missing titles are empty).
+        order: :data:`SECTIONS` (default) or :data:`OLDER_SECTIONS`.
 
     Returns:
         Markdown ending with one ``"\\n"``.
     """
     parts = [TITLE, ""]
-    for name in SECTIONS:
+    for name in order if sorted(order) == sorted(SECTIONS) else SECTIONS:
         content = (sections.get(name) or "").strip("\n")
         parts.append(f"## {name}")
         parts.append(content if content.strip() else EMPTY_MARK)
@@ -523,11 +535,7 @@ def _as_int(value: Any, default: int) -> int:
 
 
 def _scalar_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return str(value)
+    return None if value is None else value if isinstance(value, str) else str(value)
 
 
 def parse_profile(text: str, *, default_user_id: str = "") -> UserProfile:
@@ -551,20 +559,22 @@ def parse_profile(text: str, *, default_user_id: str = "") -> UserProfile:
         else (_scalar_text(schema) or SCHEMA_VERSION)
     )
     extra = {k: v for k, v in data.items() if k not in _FRONTMATTER_ORDER}
+    parsed = parse_body(body)
     return UserProfile(
         user_id=user_id if user_id else default_user_id,
         schema_version=schema_version,
         last_updated=_scalar_text(data.get("last_updated")),
         turn_count=_as_int(data.get("turn_count"), 0),
-        sections=parse_body(body).sections,
+        sections=parsed.sections,
         extra=extra,
         has_frontmatter=raw_frontmatter is not None,
+        order=section_order(parsed.found),
     )
 
 
 def render_profile(profile: UserProfile) -> str:
-    """The canonical file text: frontmatter, a blank line, the canonical body."""
-    return render_frontmatter(profile) + "\n" + render_body(profile.sections)
+    """The canonical file text: frontmatter, a blank line, the canonical body (in its order)."""
+    return render_frontmatter(profile) + "\n" + render_body(profile.sections, profile.order)
 
 
 def profile_body(text: str) -> str:
@@ -577,7 +587,8 @@ def profile_body(text: str) -> str:
         The canonical body (title and six sections), ending with ``"\\n"``.
     """
     _, body = split_frontmatter(text)
-    return render_body(parse_body(body).sections)
+    parsed = parse_body(body)
+    return render_body(parsed.sections, section_order(parsed.found))
 
 
 def new_profile(user_id: str) -> UserProfile:

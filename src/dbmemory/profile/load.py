@@ -12,13 +12,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.profile import tokens
 from dbmemory.profile.budget import hard_truncate
 from dbmemory.profile.cache import Derived, load_cache
 from dbmemory.profile.config import UserMemoryConfig
 from dbmemory.profile.events import LOADING, StepLogger, run_step
-from dbmemory.profile.format import parse_profile, render_body
+from dbmemory.profile.format import parse_profile
+from dbmemory.profile.metrics import default_metrics
 from dbmemory.profile.optout import (
     forget_settings_table,
     is_user_memory_enabled,
@@ -31,7 +34,7 @@ from dbmemory.profile.tokens import count_tokens
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from dbmemory.model import FileRecord
+    from dbmemory.core.model import FileRecord
     from dbmemory.profile.metrics import ProfileMetrics
 
 __all__ = ["UserMemoryState", "load_user_memory", "memory_prompt_section", "SECTION_TITLE"]
@@ -106,10 +109,7 @@ def load_user_memory(
         InvalidArgumentError: ``conn`` not a Connection; ``config`` not a UserMemoryConfig;
             ``model`` not text or None.
     """
-    from dbmemory import validate as _v
-    from dbmemory.profile.metrics import default_metrics
-
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     _v.check_key_text(user_id, "user_id", optional=False)
     if not isinstance(config, UserMemoryConfig):
         raise InvalidArgumentError(
@@ -176,7 +176,7 @@ def _derive(
     one), the tokenizer (encoding name, and whether it could be loaded or the character estimate
     counts) and the budget.
     """
-    encoding = tokens._encoding_name(model)  # encoding_name_for_model, cached per name
+    encoding = tokens.encoding_name(model)  # encoding_name_for_model, cached per name
     key = (
         record.store_id,
         record.file_id,
@@ -198,7 +198,7 @@ def _derive(
         token_count = count_tokens(record.text, model)
     derived = Derived(
         text=record.text,
-        body=render_body(fitted.profile.sections),
+        body=fitted.profile.body,  # in the stored order of sections
         token_count=token_count,
         truncated=fitted.truncated,
         fitted_tokens=fitted.tokens,

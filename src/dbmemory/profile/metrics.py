@@ -20,18 +20,24 @@ Metric names (``_total``/``_bucket`` suffixes added by the client):
 * ``dbmemory_profile_size_tokens`` and ``dbmemory_profile_size_chars``: sizes of loaded and
   written profiles (histograms)
 * ``dbmemory_profile_fit_total{action}``: ``condensed`` or ``truncated``
+* ``dbmemory_profile_repaired_total{rule}``: model answers repaired to keep the profile's rules,
+  rule in :data:`~dbmemory.profile.rules.RULES`
 """
 
 from __future__ import annotations
 
 import threading
+from typing import TypedDict
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from dbmemory.metrics import shared_registry
 from dbmemory.profile.detectors import KINDS
 from dbmemory.profile.prompts import PURPOSES
+from dbmemory.profile.rules import RULES
 
 __all__ = [
+    "MetricOptions",
     "ProfileMetrics",
     "LOAD_OUTCOMES",
     "POSTPROCESS_OUTCOMES",
@@ -60,6 +66,7 @@ REJECT_REASONS = (
     "not_a_profile",
     "scrub_error",
     "scrub_invalid",
+    "invalid_topic_date",
     "other",
 )
 FIT_ACTIONS = ("condensed", "truncated")
@@ -77,6 +84,14 @@ def _model_label(model: str | None) -> str:
     return (model or "none")[:100]
 
 
+class MetricOptions(TypedDict):
+    """The keyword arguments every metric of one registry shares (``Counter(..., **options)``)."""
+
+    namespace: str
+    subsystem: str
+    registry: CollectorRegistry
+
+
 class ProfileMetrics:
     """The profile metrics, in one registry.
 
@@ -87,7 +102,7 @@ class ProfileMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None, namespace: str = "dbmemory"):
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        common = {"namespace": namespace, "subsystem": "profile", "registry": self.registry}
+        common = MetricOptions(namespace=namespace, subsystem="profile", registry=self.registry)
         self.load_total = Counter("load", "Profile loads by outcome.", ["outcome"], **common)
         self.load_seconds = Histogram(
             "load_duration_seconds", "Time to load a profile.", buckets=_SECONDS, **common
@@ -134,6 +149,9 @@ class ProfileMetrics:
         self.fit_total = Counter(
             "fit", "Over-budget profiles condensed or truncated.", ["action"], **common
         )
+        self.repaired_total = Counter(
+            "repaired", "Repairs of model answers that broke a profile rule.", ["rule"], **common
+        )
 
     # -- recording helpers (closed label sets enforced here) --------------------------------
 
@@ -147,6 +165,12 @@ class ProfileMetrics:
         label = _closed(outcome, POSTPROCESS_OUTCOMES)
         self.postprocess_total.labels(label).inc()
         self.postprocess_seconds.labels(label).observe(max(0.0, seconds))
+
+    def repaired(self, counts: dict[str, int]) -> None:
+        """Count the repairs of one answer (rule name -> count)."""
+        for rule, count in counts.items():
+            if count > 0:
+                self.repaired_total.labels(_closed(rule, RULES)).inc(count)
 
     def rejected(self, reason: str) -> None:
         """Count one refused model answer."""
@@ -200,9 +224,10 @@ _default_lock = threading.Lock()
 
 
 def default_metrics() -> ProfileMetrics:
-    """The process-wide :class:`ProfileMetrics` (own registry) used when none is passed."""
+    """The process-wide :class:`ProfileMetrics`, on :func:`dbmemory.metrics.shared_registry`,
+    used when none is passed."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = ProfileMetrics()
+            _default = ProfileMetrics(shared_registry())
         return _default

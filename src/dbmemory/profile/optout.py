@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.clock import utcnow
 from dbmemory.db import schema
-from dbmemory.db.dialect import locks_by_update, translate_db_error, utcnow
+from dbmemory.db.dialect.base import locks_by_update
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import ConflictError
 from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, delete_profile, encode_user_id
 
@@ -39,6 +43,7 @@ __all__ = [
     "forget_mark_stmt",
     "set_user_memory_enabled",
     "settings_table_seen",
+    "forget_settings_table",
 ]
 
 USER_SETTINGS_TABLE = "dbm_user_settings"
@@ -50,7 +55,7 @@ SCHEMA_HAS_TABLE = hasattr(schema, "user_settings")
 """Whether the schema module defines the table (False: the private fallback is used)."""
 
 
-_SELECT_ENABLED = sa.select(user_settings.c.memory_enabled).where(
+SELECT_ENABLED = sa.select(user_settings.c.memory_enabled).where(
     user_settings.c.user_key == sa.bindparam("p_user_key")
 )
 
@@ -87,13 +92,12 @@ def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
             run ``dbmemory db upgrade``).
         InvalidArgumentError: ``conn`` not a Connection.
     """
-    from dbmemory import validate as _v
 
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     user_key = encode_user_id(user_id)
     if settings_table_seen(conn):
         try:
-            value = conn.execute(_SELECT_ENABLED, {"p_user_key": user_key}).scalar_one_or_none()
+            value = conn.execute(SELECT_ENABLED, {"p_user_key": user_key}).scalar_one_or_none()
         except sa.exc.SQLAlchemyError as exc:
             forget_settings_table(conn)
             raise translate_db_error(exc, "reading the memory setting") from exc
@@ -153,9 +157,8 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
         StorageError: the database failed.
         InvalidArgumentError: ``conn`` not a Connection.
     """
-    from dbmemory import validate as _v
 
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     user_key = encode_user_id(user_id)
     if locks_by_update(conn):  # a snapshot that waited for this lock must not miss our rows
         lock: Any = (
@@ -241,7 +244,7 @@ def forget_mark(conn: Connection, user_id: str, *, org_id: str | None = None) ->
         StorageError: the database failed.
     """
     try:
-        value = conn.execute(forget_mark_stmt(encode_user_id(user_id), org_id)).scalar()
+        value: Any = conn.execute(forget_mark_stmt(encode_user_id(user_id), org_id)).scalar()
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "reading the audit trail") from exc
     return int(value or 0)
@@ -281,9 +284,7 @@ def set_user_memory_enabled(
         InvalidArgumentError: ``conn`` not a Connection; ``enabled`` not a bool;
             ``root_folders`` not an iterable of strings (a bare string is refused); ``actor`` not text.
     """
-    from dbmemory import validate as _v
-
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     _v.check_bool(enabled, "enabled")
     if not isinstance(root_folders, (str, bytes)) and hasattr(root_folders, "__iter__"):
         root_folders = list(root_folders)
@@ -338,4 +339,35 @@ def set_user_memory_enabled(
     if not enabled:
         for root_folder in root_folders:
             deleted = delete_profile(conn, user_id, root_folder=root_folder, actor=actor) or deleted
+        _delete_episodes(conn, user_key, actor, now)
     return deleted
+
+
+def _delete_episodes(conn: Connection, user_key: str, actor: str, now: Any) -> None:
+    """The opt-out also deletes the user's conversation episodes in every organisation
+    (:mod:`dbmemory.items.episodes`), with one content-free ``episode_delete`` audit event per
+    organisation (count and characters)."""
+    ep = schema.episodes
+    try:
+        with conn.begin_nested():
+            groups = conn.execute(
+                sa.select(ep.c.org_id, sa.func.count(), sa.func.sum(ep.c.char_count))
+                .where(ep.c.user_key == user_key)
+                .group_by(ep.c.org_id)
+            ).all()
+            if not groups:
+                return
+            conn.execute(sa.delete(ep).where(ep.c.user_key == user_key))
+            conn.execute(
+                sa.insert(schema.audit_events),
+                [
+                    {
+                        "action_name": "episode_delete", "actor_name": (actor or "unknown")[:500],
+                        "org_id": org, "user_key": user_key, "chars_before": int(chars or 0),
+                        "detail_text": f"{int(n)} episodes, opt-out", "created_at": now,
+                    }
+                    for org, n, chars in groups
+                ],
+            )
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "deleting the conversation episodes") from exc

@@ -1,17 +1,18 @@
-"""Where a user's profile lives: store key, path, and reads/writes through :mod:`dbmemory.files`.
+"""Where a user's profile lives: store key, path, and its reads and writes through the store
+layer (:func:`dbmemory.store.files.put_file`, :func:`dbmemory.store.moves.delete_file`).
 
 The profile is the ordinary file :data:`PROFILE_PATH` in the user's store in the package's
 reserved namespace, key ``reserved:profile:<root_folder>:<encoded user id>`` with scope
-``reserved`` (built by :func:`dbmemory.keys.reserved_store_key`). No agent configuration, store
+``reserved`` (built by :func:`dbmemory.core.keys.reserved_store_key`). No agent configuration, store
 code or MEMORY tool call can name that key (DESIGN.md section 4): an agent configured with
 ``store_code="user-memory", context_key="user_id"`` gets ``context:store:user-memory:user_id:<id>``,
 another store. (Before revision 0002 the key was ``context:<root_folder>:user_id:<id>``; the
 migration moved every profile.) There is no second
-storage path for changes: every write and delete goes through :mod:`dbmemory.files`, so caps,
+storage path for changes: every write and delete goes through :mod:`dbmemory.store.files`, so caps,
 locks, the audit log and the expiry exemption apply. Profiles are written with
 ``expiry_exempt=True``. The read (:func:`read_profile`, once per turn) is one ``SELECT`` defined
 here: the file by its store key (the store id as a scalar subquery, as in
-:mod:`dbmemory.statements`), optionally with the user's opt-out flag as a second scalar subquery,
+:mod:`dbmemory.store.statements.reads`), optionally with the user's opt-out flag as a second scalar subquery,
 so a turn's load costs one round trip. It takes no lock and does not touch the file (profiles are
 expiry-exempt).
 
@@ -35,14 +36,20 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments
+from dbmemory.core.escapes import escape, unescape
+from dbmemory.core.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, reserved_store_key
+from dbmemory.core.model import FileRecord, StoreRef
+from dbmemory.core.paths import path_hash
 from dbmemory.db import schema
-from dbmemory.db.dialect import translate_db_error
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import InvalidScopeError
-from dbmemory.escapes import escape, unescape
-from dbmemory.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, reserved_store_key
-from dbmemory.model import FileRecord
-from dbmemory.paths import path_hash
-from dbmemory.statements import FILE_COLUMNS
+from dbmemory.store import files
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.moves import delete_file
+from dbmemory.store.owners import owner_writes
+from dbmemory.store.statements.reads import FILE_COLUMNS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -70,7 +77,7 @@ CONTEXT_KEY = "user_id"
 kept for the migration and old exports. Today's key is :func:`profile_store_key`."""
 
 PROFILE_KIND = "profile"
-"""The reserved store kind of profiles (:data:`dbmemory.keys.RESERVED_KINDS`)."""
+"""The reserved store kind of profiles (:data:`dbmemory.core.keys.RESERVED_KINDS`)."""
 
 DEFAULT_ROOT_FOLDER = "user-memory"
 """Default namespace (``UserMemoryConfig.root_folder``)."""
@@ -129,7 +136,7 @@ def profile_store_key(user_id: str, root_folder: str = DEFAULT_ROOT_FOLDER) -> s
     return reserved_store_key(PROFILE_KIND, root_folder, encode_user_id(user_id))
 
 
-def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
+def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
     """The profile read, built once with placeholders: without and with the opt-out flag.
 
     ``SELECT <file columns> [, (SELECT memory_enabled FROM dbm_user_settings WHERE user_key =
@@ -163,7 +170,7 @@ def _profile_statements() -> tuple[sa.Select[Any], sa.Select[Any]]:
 SELECT_PROFILE, SELECT_PROFILE_AND_SETTING, SELECT_PROFILE_FOR_LOAD = _profile_statements()
 """The two forms of :func:`read_profile`'s statement, and the turn's load
 (:func:`read_profile_for_load`: only the columns a load uses, no timestamps to convert);
-tests/test_profile_cache.py compiles all three for Oracle 19c."""
+tests/profile/test_profile_cache.py compiles all three for Oracle 19c."""
 
 
 @dataclass(frozen=True)
@@ -225,9 +232,7 @@ def read_profile(
         StorageError: the database failed.
         InvalidArgumentError: ``conn`` not a Connection; ``unless_opted_out`` not a bool.
     """
-    from dbmemory import validate as _v
-
-    _v.arguments(conn=conn)
+    check_arguments(conn=conn)
     _v.check_bool(unless_opted_out, "unless_opted_out")
     user_key = encode_user_id(user_id)
     params = {
@@ -295,7 +300,7 @@ def write_profile(
 ) -> FileRecord:
     """Write ``user_id``'s profile with compare-and-set, expiry-exempt, audited.
 
-    With the store's id known (``store_id``, e.g. :attr:`UserMemoryState.store_id` of the load
+    With the store's id known (``store_id``, e.g. :attr:`~dbmemory.profile.load.UserMemoryState.store_id` of the load
     the rewrite started from) the store row and the file row are locked and read by one
     statement; the row found must carry the user's store key, else the write looks the store
     up by its key as without an id (an id of a dropped store, or one reused, is never written).
@@ -314,7 +319,7 @@ def write_profile(
             again at version 1 is never replaced by a rewrite of the old one.
 
     Returns:
-        The :class:`~dbmemory.model.FileRecord` after the write.
+        The :class:`~dbmemory.core.model.FileRecord` after the write.
 
     Raises:
         ConflictError: the profile is not at ``expected_version`` (changed meanwhile).
@@ -323,14 +328,9 @@ def write_profile(
         InvalidArgumentError: ``conn``, ``text``, ``expected_version``, ``actor`` or
             ``store_id`` of the wrong type or range.
     """
-    from dbmemory import files
-    from dbmemory import validate as _v
-
-    _v.arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn, actor=actor)
     _v.check_int(expected_version, "expected_version", minimum=0, maximum=_v.INT32_MAX, optional=True)
     _v.check_int(store_id, "store_id", minimum=1, maximum=_v.INT64_MAX, optional=True)
-    from dbmemory.model import StoreRef
-
     ref = StoreRef(
         store_key=profile_store_key(user_id, root_folder),
         scope=RESERVED_SCOPE,
@@ -338,10 +338,11 @@ def write_profile(
         store_code=root_folder,
         store_id=store_id,
     )
-    return files.put_file(
-        conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,
-        actor=actor, expected_text=expected_text,
-    )
+    with owner_writes(PROFILE_KIND):
+        return files.put_file(
+            conn, ref, PROFILE_PATH, text, expected_version=expected_version, expiry_exempt=True,
+            actor=actor, expected_text=expected_text,
+        )
 
 
 def delete_profile(
@@ -359,11 +360,10 @@ def delete_profile(
         InvalidScopeError: invalid user id or root folder.
         InvalidArgumentError: ``conn`` not a Connection; ``actor`` not text.
     """
-    from dbmemory import files
-    from dbmemory import validate as _v
 
-    _v.arguments(conn=conn, actor=actor)
-    store_id = files.find_store_id(conn, profile_store_key(user_id, root_folder))
+    check_arguments(conn=conn, actor=actor)
+    store_id = find_store_id(conn, profile_store_key(user_id, root_folder))
     if store_id is None:
         return False
-    return files.delete_file(conn, store_id, PROFILE_PATH, actor=actor)
+    with owner_writes(PROFILE_KIND):
+        return delete_file(conn, store_id, PROFILE_PATH, actor=actor)

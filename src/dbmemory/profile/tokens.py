@@ -141,7 +141,7 @@ def encoding_name_for_model(model: str | None) -> str:
     name = (model or "").strip().lower()
     base = name.rsplit("/", 1)[-1]
     try:
-        import tiktoken.model
+        import tiktoken.model  # optional dependency (llm extra), imported on use
 
         found = tiktoken.model.encoding_name_for_model(base)
     except Exception:  # noqa: BLE001 - unknown model or tiktoken missing: use the rule
@@ -171,7 +171,7 @@ def bundled_tokenizer_dir() -> Path | None:
     return None
 
 
-def _candidate_files(name: str) -> list[Path]:
+def candidate_files(name: str) -> list[Path]:
     cache_key = hashlib.sha1(_URL.format(name=name).encode()).hexdigest()  # noqa: S324 - tiktoken's key
     folders: list[Path] = []
     bundled = bundled_tokenizer_dir()
@@ -187,7 +187,7 @@ def _candidate_files(name: str) -> list[Path]:
 
 def _load_ranks(name: str) -> dict[bytes, int] | None:
     expected = _SPECS[name]["sha256"]
-    for path in _candidate_files(name):
+    for path in candidate_files(name):
         try:
             data = path.read_bytes()
         except OSError:
@@ -224,7 +224,7 @@ def get_encoding(name: str) -> Any | None:
         encoding: Any = _FAILED
         try:
             if name in _SPECS:
-                import tiktoken
+                import tiktoken  # optional dependency (llm extra), imported on use
 
                 ranks = _load_ranks(name)
                 if ranks is not None:
@@ -260,7 +260,7 @@ def count_tokens(text: str, model: str | None) -> int:
     """
     if not text:
         return 0
-    name = _encoding_name(model)
+    name = encoding_name(model)
     encoding = get_encoding(name)
     if encoding is None:
         return estimate_tokens(text)
@@ -291,15 +291,15 @@ _counted_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=256)
-def _encoding_name(model: str | None) -> str:
+def encoding_name(model: str | None) -> str:
     """:func:`encoding_name_for_model`, cached per model name."""
     return encoding_name_for_model(model)
 
 
-def _reset_cache_for_tests() -> None:
+def reset_cache_for_tests() -> None:
     """Forget loaded encodings (tests use it to prove loading works from a cold start)."""
     with _lock:
         _cache.clear()
     with _counted_lock:
         _counted.clear()
-    _encoding_name.cache_clear()
+    encoding_name.cache_clear()

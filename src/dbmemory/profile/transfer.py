@@ -22,7 +22,7 @@ frontmatter has no ``user_id``, takes the folder name. Refused (listed in the re
   regular file (FIFO, device), or one larger than :data:`MAX_FILE_BYTES`.
 
 Imported profiles are written in canonical form (frontmatter by the package, ``user_id`` set,
-``last_updated`` and ``turn_count`` kept) through :mod:`dbmemory.files`, audited.
+``last_updated`` and ``turn_count`` kept) through :mod:`dbmemory.store.files`, audited.
 
 Export writes the canonical layout, one folder per profile, with the stored text unchanged; the
 folder is ``home-<user_id>`` when the id is a safe folder name without ``_``, else
@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING, Literal
 
 import sqlalchemy as sa
 
+from dbmemory.core.keys import RESERVED_SCOPE
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.schema import stores
 from dbmemory.errors import ConflictError, DbMemoryError
-from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.profile.format import (
     ProfileFormatError,
     parse_profile,
@@ -299,9 +301,6 @@ def list_profile_user_ids(conn: Connection, *, root_folder: str = "user-memory")
     Raises:
         StorageError: the database failed.
     """
-    from dbmemory.db.dialect import translate_db_error
-    from dbmemory.db.schema import stores
-
     prefix = profile_store_key("x", root_folder)[: -len("x")]
     query = sa.select(stores.c.store_key).where(
         stores.c.scope_name == RESERVED_SCOPE,

@@ -7,12 +7,12 @@ For each of ``oracle``, ``postgresql`` and ``mysql`` (MySQL and MariaDB):
 * ``uninstall.sql``: alembic's offline downgrade (head -> base), which also removes the expiry
   job and procedure and the version table ``dbm_alembic_version``;
 * ``expiry_job.sql``: the procedure ``dbm_expire_files`` implementing the same expiry rule as
-  :func:`dbmemory.files.expire_files`, and a daily schedule for it (Oracle ``DBMS_SCHEDULER``,
+  :func:`dbmemory.store.expiry.expire_files`, and a daily schedule for it (Oracle ``DBMS_SCHEDULER``,
   PostgreSQL ``pg_cron``, MySQL/MariaDB ``EVENT``);
 * ``api.sql``: the memory API inside the database (:mod:`dbmemory.sqlgen.api`: Oracle package
   ``dbm_memory``, PostgreSQL schema ``dbm_memory``, MySQL/MariaDB ``dbm_memory_<call>``).
 
-The expiry rule (identical to the Python API, :mod:`dbmemory.expiry`; rendered from its
+The expiry rule (identical to the Python API, :mod:`dbmemory.store.expiry`; rendered from its
 constants): delete every row of ``dbm_files`` whose ``expiry_exempt`` is false, whose
 ``last_accessed_at`` (last write, UTC) is older than the cutoff and that has no read recorded in
 ``dbm_file_reads`` at or after it; the cutoff is *now (UTC) - days - the touch interval*
@@ -27,7 +27,7 @@ them on their own (autocommit), as a scheduler does. (The Python API signs its e
 own actor name; everything else is identical, and a test compares the two.)
 
 Output is deterministic (no dates, no host names), so ``python -m dbmemory.sqlgen --check``
-and ``tests/test_sql_scripts.py`` can fail when the committed files drift.
+and ``tests/sqlapi/test_sql_scripts.py`` can fail when the committed files drift.
 
 Usage::
 
@@ -53,8 +53,8 @@ from dbmemory.sqlgen._common import (
     SCRIPT_NAMES,
     default_sql_dir,
 )
-from dbmemory.sqlgen.expiry_job import expiry_procedure_sql, render_expiry_job
 from dbmemory.sqlgen.api import render_api
+from dbmemory.sqlgen.expiry_job import expiry_procedure_sql, render_expiry_job
 from dbmemory.sqlgen.install import render_install, render_uninstall
 
 __all__ = [

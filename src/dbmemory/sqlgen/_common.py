@@ -7,7 +7,27 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from dbmemory.db.migrate import head
 from dbmemory.db.schema import VERSION_TABLE
+
+__all__ = [
+    "DIALECTS",
+    "SCRIPT_NAMES",
+    "EXPIRY_DEFAULT_DAYS",
+    "EXPIRY_BATCH_SIZE",
+    "EXPIRY_ACTOR",
+    "PROC",
+    "ORACLE_JOB",
+    "PG_JOB",
+    "MYSQL_EVENT",
+    "MYSQL_DAYS_FUNC",
+    "PLSQL_START",
+    "VERSION_INSERT_RETURNING",
+    "VERSION_DELETE",
+    "default_sql_dir",
+    "script_header",
+    "tidy",
+]
 
 DIALECTS: tuple[str, ...] = ("oracle", "postgresql", "mysql")
 """Folders under ``sql/``; ``mysql`` serves MySQL 8 and MariaDB 10.6+ alike."""
@@ -23,11 +43,11 @@ EXPIRY_BATCH_SIZE = 1000
 EXPIRY_ACTOR = "expiry-job"
 """``actor_name`` of the audit events the database jobs write."""
 
-_PROC = "dbm_expire_files"
-_ORACLE_JOB = "DBM_EXPIRE_FILES_JOB"
-_PG_JOB = "dbm-expire-files"
-_MYSQL_EVENT = "dbm_expire_files_job"
-_MYSQL_DAYS_FUNC = "dbm_expiry_days"
+PROC = "dbm_expire_files"
+ORACLE_JOB = "DBM_EXPIRE_FILES_JOB"
+PG_JOB = "dbm-expire-files"
+MYSQL_EVENT = "dbm_expire_files_job"
+MYSQL_DAYS_FUNC = "dbm_expiry_days"
 
 _TITLES = {
     "oracle": "Oracle Database 19c or later (SQL*Plus / SQLcl)",
@@ -35,16 +55,15 @@ _TITLES = {
     "mysql": "MySQL 8 / MariaDB 10.6 or later (mysql client)",
 }
 
-_PLSQL_START = re.compile(
+PLSQL_START = re.compile(
     r"^(DECLARE|BEGIN|CREATE\s+(OR\s+REPLACE\s+)?(PROCEDURE|FUNCTION|PACKAGE|TRIGGER|TYPE))\b",
     re.IGNORECASE,
 )
-_VERSION_INSERT_RETURNING = re.compile(
+VERSION_INSERT_RETURNING = re.compile(
     rf"^(INSERT INTO {VERSION_TABLE} \(version_num\) VALUES \('[^']*'\))\s+RETURNING\b.*$",
     re.MULTILINE,
 )
-_VERSION_DELETE = re.compile(rf"^DELETE FROM {VERSION_TABLE} WHERE .*$", re.MULTILINE)
-
+VERSION_DELETE = re.compile(rf"^DELETE FROM {VERSION_TABLE} WHERE .*$", re.MULTILINE)
 
 
 def default_sql_dir() -> Path:
@@ -55,9 +74,7 @@ def default_sql_dir() -> Path:
     return Path.cwd() / "sql"
 
 
-def _header(dialect: str, what: str, extra: Sequence[str] = ()) -> str:
-    from dbmemory.db.migrate import head
-
+def script_header(dialect: str, what: str, extra: Sequence[str] = ()) -> str:
     lines = [
         f"-- dbmemory {what} for {_TITLES[dialect]}",
         f"-- Schema revision {head()} (alembic version table {VERSION_TABLE}).",
@@ -68,7 +85,7 @@ def _header(dialect: str, what: str, extra: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tidy(text: str) -> str:
+def tidy(text: str) -> str:
     """Strip trailing blanks, collapse runs of blank lines, end with one newline."""
     lines = [line.rstrip() for line in text.splitlines()]
     out: list[str] = []

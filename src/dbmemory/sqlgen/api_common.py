@@ -9,9 +9,15 @@ there, so a change to the Python rule changes the rendered SQL (and the drift ch
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dbmemory.core.checks import INT32_MAX, INT64_MAX
+from dbmemory.core.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, SCOPES, STORE_CODE_MARKER
+from dbmemory.core.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES
+from dbmemory.core.paths import MAX_PATH_CHARS, ROOT
 from dbmemory.errors import (
     CapExceededError,
     ConflictError,
@@ -21,29 +27,80 @@ from dbmemory.errors import (
     InvalidScopeError,
     NotFoundError,
 )
-from dbmemory.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
-from dbmemory.keys import MAX_COMPONENT_CHARS, RESERVED_SCOPE, SCOPES, STORE_CODE_MARKER
-from dbmemory.model import DEFAULT_MAX_FILE_CHARS, DEFAULT_MAX_FILES
-from dbmemory.paths import MAX_PATH_CHARS, ROOT
-from dbmemory.touch import TOUCH_INTERVAL
-from dbmemory.validate import INT32_MAX, INT64_MAX
+from dbmemory.store.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
+from dbmemory.store.touches import TOUCH_INTERVAL
+from dbmemory.tool.protocol import get_memory_protocol
 
 __all__ = [
+    "derived_role_base",
+    "ROLE_BASE_SQL",
+    "OWNER_SUFFIX",
     "API_NAME",
-    "API_ROLE",
+    "USER_SUFFIX",
+    "ADMIN_SUFFIX",
+    "DERIVED",
+    "ADMIN_CALLS",
+    "USER_CALLS",
     "API_CALLS",
     "ApiError",
     "API_ERRORS",
     "ERROR_BY_CODE",
     "sql_path_problem",
+    "ADMIN_ACTOR",
+    "EXPIRY_API_ACTOR",
+    "MAX_ACTOR_CHARS",
+    "MAX_DETAIL_CHARS",
+    "PATH_RULE",
+    "MIRRORED",
+    "SCOPE_LIST",
+    "RESERVED",
+    "MARKER",
+    "RESERVED_PREFIX",
+    "RESERVED_STORE_RULE",
+    "COMPONENT_RULE",
+    "DAYS_RULE",
+    "protocol_parts",
+    "own_store_condition",
 ]
 
 API_NAME = "dbm_memory"
 """Oracle package, PostgreSQL schema, and prefix of the MySQL/MariaDB routines
 (``dbm_memory_<call>``)."""
 
-API_ROLE = "dbm_memory_user"
-"""Default name of the role that may execute the API without any right on the tables."""
+USER_SUFFIX = "_user"
+ADMIN_SUFFIX = "_admin"
+"""The default roles are ``<base>_user`` (the file calls) and ``<base>_admin`` (the
+configuration calls), :func:`derived_role_base` of the database: two databases on one server
+never share them."""
+
+DERIVED = "-"
+"""A role name that stands for the derived default (``<base>_user`` / ``<base>_admin``)."""
+
+ROLE_PREFIX_CHARS = 15
+"""Characters of the database (or schema) name kept in the derived role names."""
+
+
+def derived_role_base(database: str) -> str:
+    """The stem of the roles the installer names for one database: ``dbm_`` + the database name
+    with every character other than ``A-Z a-z 0-9 _`` replaced by ``_``, lower-cased, cut at
+    :data:`ROLE_PREFIX_CHARS` characters, ``_`` + the first 4 hex digits of the MD5 of the name's
+    UTF-8 bytes (two databases whose names share a prefix get different roles). At most 24
+    characters, so ``<base>_owner`` / ``_admin`` fit Oracle's 30. :data:`ROLE_BASE_SQL` is the
+    same rule in SQL."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", database).lower()[:ROLE_PREFIX_CHARS]
+    return f"dbm_{clean}_{hashlib.md5(database.encode('utf-8')).hexdigest()[:4]}"
+
+
+ROLE_BASE_SQL = (
+    "'dbm_' || pg_catalog.left(pg_catalog.lower(pg_catalog.regexp_replace("
+    "pg_catalog.current_database(), '[^A-Za-z0-9_]', '_', 'g')), "
+    f"{ROLE_PREFIX_CHARS}) || '_' || pg_catalog.left(pg_catalog.md5(pg_catalog.current_database()), 4)"
+)
+"""PostgreSQL expression of :func:`derived_role_base` for the current database."""
+
+OWNER_SUFFIX = "_owner"
+"""``<base>_owner``: the NOLOGIN role that owns the API (PostgreSQL) and holds only DML on
+dbmemory's tables."""
 
 API_CALLS: tuple[str, ...] = (
     "resolve_store_id",
@@ -60,21 +117,27 @@ API_CALLS: tuple[str, ...] = (
 )
 """The public calls, in the order the scripts define them."""
 
+ADMIN_CALLS: tuple[str, ...] = ("enable_for_agent", "disable_for_agent", "expire_files")
+"""The calls of the admin role: agent configuration, caps, dropping stores, expiry."""
+
+USER_CALLS: tuple[str, ...] = tuple(c for c in API_CALLS if c not in ADMIN_CALLS)
+"""The calls of the user role: the file calls and the store lookups."""
+
 ADMIN_ACTOR = "admin"
 """``actor_name`` of the audit events when the caller passes none: the default ``actor`` of
-:func:`dbmemory.files.put_file`, :func:`~dbmemory.files.delete_file` and
-:func:`~dbmemory.files.clear_store_files`, and the actor of :func:`dbmemory.enable_for_agent`
+:func:`dbmemory.store.files.put_file`, :func:`~dbmemory.store.moves.delete_file` and
+:func:`~dbmemory.store.moves.clear_store_files`, and the actor of :func:`dbmemory.enable_for_agent`
 and :func:`dbmemory.disable_for_agent`."""
 
 EXPIRY_API_ACTOR = "expiry"
-"""``actor_name`` of the events of :func:`dbmemory.expiry.expire_files` (``_expire_batch``),
+"""``actor_name`` of the events of :func:`dbmemory.store.expiry.expire_files` (``_expire_batch``),
 which ``expire_files`` of the API mirrors (the scheduled job signs ``expiry-job``)."""
 
 MAX_ACTOR_CHARS = 500
-"""``dbm_audit_events.actor_name`` length (:func:`dbmemory.audit._audit_rows` cuts there)."""
+"""``dbm_audit_events.actor_name`` length (:func:`dbmemory.store.audit._audit_rows` cuts there)."""
 
 MAX_DETAIL_CHARS = 1000
-"""``dbm_audit_events.detail_text`` length (:func:`dbmemory.audit._audit_rows` cuts there)."""
+"""``dbm_audit_events.detail_text`` length (:func:`dbmemory.store.audit._audit_rows` cuts there)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +151,7 @@ class ApiError:
             ``MYSQL_ERRNO`` is ``number`` (``SQLSTATE '45000'``).
         sqlstate: PostgreSQL ``SQLSTATE``.
         python: the exception class the Python API raises for the same input.
-        meaning: one line for the README's error table.
+        meaning: one line for the error table of docs/sql.md.
     """
 
     name: str
@@ -99,28 +162,30 @@ class ApiError:
 
 
 API_ERRORS: tuple[ApiError, ...] = (
-    ApiError("not_found", 20701, "DM701", NotFoundError,
+    ApiError("not_found", 20701, "MD701", NotFoundError,
              "the store, file or agent configuration does not exist"),
-    ApiError("missing_context_key", 20702, "DM702", InvalidScopeError,
+    ApiError("missing_context_key", 20702, "MD702", InvalidScopeError,
              "a store-key component the scope needs is missing (the context key or value, "
              "an agent code, user id, session id or store code)"),
-    ApiError("invalid_argument", 20703, "DM703", InvalidArgumentError,
-             "an argument breaks a rule (NULL or NUL text, a cap that is not a positive whole "
-             "number, expiry days out of range, a snapshot isolation level for expire_files)"),
-    ApiError("invalid_path", 20704, "DM704", InvalidPathError,
+    ApiError("invalid_argument", 20703, "MD703", InvalidArgumentError,
+             "an argument breaks a rule (NULL or NUL text, a store id or cap that is not a "
+             "positive whole number, expiry days out of range, a snapshot isolation level for "
+             "expire_files)"),
+    ApiError("invalid_path", 20704, "MD704", InvalidPathError,
              "the path is not one the SQL API accepts (see Paths), is the root, is a "
              "directory, or has a file as parent"),
-    ApiError("cap_exceeded", 20705, "DM705", CapExceededError,
+    ApiError("cap_exceeded", 20705, "MD705", CapExceededError,
              "the write would break max_file_chars, max_files or max_store_chars"),
-    ApiError("conflict", 20706, "DM706", ConflictError,
+    ApiError("conflict", 20706, "MD706", ConflictError,
              "open_store cannot see a store another transaction created after this one's "
-             "snapshot (REPEATABLE READ, SERIALIZABLE): roll back and retry"),
-    ApiError("invalid_scope", 20707, "DM707", InvalidScopeError,
+             "snapshot (REPEATABLE READ, SERIALIZABLE), or another transaction configured the "
+             "same agent at the same time: roll back and retry"),
+    ApiError("invalid_scope", 20707, "MD707", InvalidScopeError,
              "unknown scope, the reserved namespace (by scope, or by the id of a reserved store), or an "
              "invalid key component"),
 )
 """The documented errors, one range: Oracle ``-20701`` .. ``-20707``, MySQL ``MYSQL_ERRNO``
-20701 .. 20707, PostgreSQL ``SQLSTATE`` ``DM701`` .. ``DM707``."""
+20701 .. 20707, PostgreSQL ``SQLSTATE`` ``MD701`` .. ``MD707`` (class ``MD``: the SQL standard leaves classes starting with I-Z or 5-9 to implementations, and PostgreSQL uses none of them but ``P0`` and ``XX``)."""
 
 ERROR_BY_CODE = {e.name: e for e in API_ERRORS}
 
@@ -132,7 +197,7 @@ PATH_RULE = (
     "printable ASCII characters (U+0020..U+007E) without '\\' and '%', whose segments are "
     "not empty, not '.' or '..', and neither start nor end with a space"
 )
-"""The documented strict subset of canonical paths (:func:`dbmemory.paths.normalize_path`
+"""The documented strict subset of canonical paths (:func:`dbmemory.core.paths.normalize_path`
 returns every one of them unchanged); every database checks it character by character on
 code points, with no collation involved."""
 
@@ -190,7 +255,7 @@ RESERVED = RESERVED_SCOPE
 MARKER = STORE_CODE_MARKER
 
 RESERVED_PREFIX = RESERVED_SCOPE + ":"
-"""The prefix of every key in the reserved namespace (:func:`dbmemory.keys.is_reserved_key`):
+"""The prefix of every key in the reserved namespace (:func:`dbmemory.core.keys.is_reserved_key`):
 every call that takes a store id refuses a store whose key starts with it (``invalid_scope``),
 so the API role reaches no user profile, memory-items store or organisation memory by id."""
 
@@ -203,19 +268,17 @@ RESERVED_STORE_RULE = (
 probing ids)."""
 
 COMPONENT_RULE = "may contain only ASCII letters, digits, '_', '.' and '-'"
-"""Message part of :func:`dbmemory.keys.validate_component`."""
+"""Message part of :func:`dbmemory.core.keys.validate_component`."""
 
 DAYS_RULE = (
     f"days must be a number of at least {MIN_EXPIRY_DAYS:.6g} (1 hour, the touch interval: "
     "reads are recorded at most once an hour)"
 )
-"""Message of :func:`dbmemory.expiry.validate_days`."""
+"""Message of :func:`dbmemory.store.expiry.validate_days`."""
 
 
 def protocol_lines() -> list[str]:
-    """The lines of :func:`dbmemory.prompts.get_memory_protocol` (rendered chunk by chunk)."""
-    from dbmemory.prompts import get_memory_protocol
-
+    """The lines of :func:`dbmemory.tool.protocol.get_memory_protocol` (rendered chunk by chunk)."""
     return get_memory_protocol().split("\n")
 
 
@@ -236,7 +299,7 @@ def protocol_parts(quote: Callable[[str], str], code_point: Callable[[str], str]
 
 
 OWN_KEY_PREFIXES: tuple[tuple[str, int], ...] = (("user:", 2), ("context:", 3))
-"""The agent-keyed store keys besides ``agent:<A>`` that :func:`dbmemory.stores._own_store_ids`
+"""The agent-keyed store keys besides ``agent:<A>`` that :func:`dbmemory.store.drop.own_store_ids`
 counts as the agent's own, with the number of ``:`` in such a key: ``user:<A>:<U>`` and
 ``context:<A>:<K>:<V>`` (a store-code key ``context:store:<C>:<K>:<V>`` has 4)."""
 
@@ -247,7 +310,7 @@ def own_store_condition(
     colons: Callable[[int], str],
 ) -> str:
     """The SQL condition on ``dbm_stores s`` that picks the stores ``p_agent_code`` owns, by
-    exact key (:func:`dbmemory.stores._own_store_ids`), from the backend's three fragments:
+    exact key (:func:`dbmemory.store.drop.own_store_ids`), from the backend's three fragments:
     ``key_is(prefix)`` (``s.store_key`` equals ``prefix`` + the agent code),
     ``starts_with(prefix, n)`` (the first ``n`` + agent-code-length characters of the key are
     ``prefix`` + the agent code + ``:``) and ``colons(k)`` (the key has ``k`` colons)."""

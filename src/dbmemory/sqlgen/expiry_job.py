@@ -1,32 +1,32 @@
 """``expiry_job.sql``: the ``dbm_expire_files`` procedure with the same rule as
-:mod:`dbmemory.expiry` (rendered from its constants), and its daily schedule (see
+:mod:`dbmemory.store.expiry` (rendered from its constants), and its daily schedule (see
 :mod:`dbmemory.sqlgen`)."""
 
 from __future__ import annotations
 
-from dbmemory.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
 from dbmemory.sqlgen._common import (
     DIALECTS,
     EXPIRY_ACTOR,
     EXPIRY_BATCH_SIZE,
     EXPIRY_DEFAULT_DAYS,
-    _MYSQL_DAYS_FUNC,
-    _MYSQL_EVENT,
-    _ORACLE_JOB,
-    _PG_JOB,
-    _PROC,
-    _header,
-    _tidy,
+    MYSQL_DAYS_FUNC,
+    MYSQL_EVENT,
+    ORACLE_JOB,
+    PG_JOB,
+    PROC,
+    script_header,
+    tidy,
 )
 from dbmemory.sqlgen.item_jobs import ITEMS_PROC, item_procedure_sql, items_call
-from dbmemory.touch import TOUCH_INTERVAL
+from dbmemory.store.expiry import MAX_EXPIRY_DAYS, MIN_EXPIRY_DAYS
+from dbmemory.store.touches import TOUCH_INTERVAL
 
 __all__ = ["expiry_procedure_sql", "render_expiry_job"]
 
 
-# The rule of dbmemory.expiry, rendered from the Python constants it mirrors:
-# dbmemory.touch.TOUCH_INTERVAL (the cutoff is now - days - the interval), MIN_EXPIRY_DAYS and
-# MAX_EXPIRY_DAYS (the days check), dbmemory.statements.expiry_rule (the WHERE clause).
+# The rule of dbmemory.store.expiry, rendered from the Python constants it mirrors:
+# dbmemory.store.touches.TOUCH_INTERVAL (the cutoff is now - days - the interval), MIN_EXPIRY_DAYS and
+# MAX_EXPIRY_DAYS (the days check), dbmemory.store.statements.bulk.expiry_rule (the WHERE clause).
 _INTERVAL_S = int(TOUCH_INTERVAL.total_seconds())
 _DAYS_RULE = (
     f"days must be a number of at least {MIN_EXPIRY_DAYS:.6g} "
@@ -36,7 +36,7 @@ _DAYS_BAD = f"p_days IS NULL OR p_days * 86400 < {_INTERVAL_S} OR p_days > {MAX_
 
 
 def _rule(alias: str, cutoff: str, false: str) -> str:
-    """The expiry rule on ``dbm_files {alias}`` (as :func:`dbmemory.statements.expiry_rule`)."""
+    """The expiry rule on ``dbm_files {alias}`` (as :func:`dbmemory.store.statements.bulk.expiry_rule`)."""
     return (
         f"{alias}.expiry_exempt = {false}\n"
         f"       AND {alias}.last_accessed_at < {cutoff}\n"
@@ -51,15 +51,15 @@ _RULE_COMMENT = f"""Deletes the files neither written nor read for more than p_d
   -- expiry-exempt and have no recorded read since the cutoff, {EXPIRY_BATCH_SIZE} per batch with a
   -- COMMIT after each batch, and writes one 'expire' audit event per file really deleted. Each
   -- batch locks the 'expiry' row of dbm_job_locks, so it waits for reads being recorded, and
-  -- deletes with the rule again. Same rule as dbmemory.expiry.expire_files."""
+  -- deletes with the rule again. Same rule as dbmemory.store.expiry.expire_files."""
 
-_ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC} (
+_ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {PROC} (
   p_days    IN  NUMBER,
   p_expired OUT NUMBER
 ) AS
   -- {_RULE_COMMENT}
   c_batch_size     CONSTANT PLS_INTEGER := {EXPIRY_BATCH_SIZE};
-  -- dbmemory.touch.TOUCH_INTERVAL
+  -- dbmemory.store.touches.TOUCH_INTERVAL
   c_touch_interval CONSTANT INTERVAL DAY TO SECOND := NUMTODSINTERVAL({_INTERVAL_S}, 'SECOND');
   TYPE t_numbers IS TABLE OF NUMBER;
   TYPE t_paths IS TABLE OF dbm_files.file_path%TYPE;
@@ -85,12 +85,12 @@ _ORACLE_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC} (
 BEGIN
   IF {_DAYS_BAD} THEN
     RAISE_APPLICATION_ERROR(-20001,
-      '{_PROC}: {_DAYS_RULE}, got ' || NVL(TO_CHAR(p_days), 'NULL'));
+      '{PROC}: {_DAYS_RULE}, got ' || NVL(TO_CHAR(p_days), 'NULL'));
   END IF;
   v_cutoff := v_now - NUMTODSINTERVAL(p_days, 'DAY') - c_touch_interval;
   p_expired := 0;
   LOOP
-    -- a table lock: reads being recorded hold it in ROW SHARE mode (dbmemory.db.dialect.job_lock)
+    -- a table lock: reads being recorded hold it in ROW SHARE mode (dbmemory.db.dialect.expiry.job_lock)
     LOCK TABLE dbm_job_locks IN EXCLUSIVE MODE;
     OPEN c_stores(v_cutoff);
     FETCH c_stores BULK COLLECT INTO v_ids LIMIT c_batch_size;
@@ -137,9 +137,9 @@ BEGIN
   END LOOP;
   -- memory items: expiry by class, then the grace-period purge (dbmemory.items.retention)
 {items_call("oracle")}
-END {_PROC};"""
+END {PROC};"""
 
-_PG_PROC = f"""CREATE OR REPLACE PROCEDURE {_PROC}(
+_PG_PROC = f"""CREATE OR REPLACE PROCEDURE {PROC}(
     p_days numeric,
     INOUT p_expired bigint DEFAULT NULL
 )
@@ -149,7 +149,7 @@ AS $proc$
 -- CALL it outside an explicit transaction, at READ COMMITTED.
 DECLARE
     c_batch_size CONSTANT integer := {EXPIRY_BATCH_SIZE};
-    -- dbmemory.touch.TOUCH_INTERVAL
+    -- dbmemory.store.touches.TOUCH_INTERVAL
     c_touch_interval CONSTANT interval := make_interval(secs => {_INTERVAL_S});
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz;
@@ -158,19 +158,19 @@ DECLARE
     v_items_purged bigint;
 BEGIN
     IF {_DAYS_BAD} THEN
-        RAISE EXCEPTION '{_PROC}: {_DAYS_RULE}, got %',
+        RAISE EXCEPTION '{PROC}: {_DAYS_RULE}, got %',
             coalesce(p_days::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION '{_PROC}: run it at READ COMMITTED (a snapshot taken before the expiry lock would hide reads recorded meanwhile), not %',
+        RAISE EXCEPTION '{PROC}: run it at READ COMMITTED (a snapshot taken before the expiry lock would hide reads recorded meanwhile), not %',
             current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
     END IF;
     v_cutoff := v_now - make_interval(secs => p_days * 86400) - c_touch_interval;
     p_expired := 0;
     LOOP
-        -- reads being recorded hold this row FOR SHARE (dbmemory.touch)
+        -- reads being recorded hold this row FOR SHARE (dbmemory.store.touches)
         PERFORM 1 FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         -- writers' lock order: store rows first (SKIP LOCKED: a store being written waits for
         -- the next run), then the file rows; the store counters move by what is really gone
@@ -235,13 +235,13 @@ BEGIN
 END
 $proc$"""
 
-_MYSQL_PROC = f"""CREATE PROCEDURE {_PROC}(IN p_days DECIMAL(12, 6), OUT p_expired BIGINT)
+_MYSQL_PROC = f"""CREATE PROCEDURE {PROC}(IN p_days DECIMAL(12, 6), OUT p_expired BIGINT)
     MODIFIES SQL DATA
     COMMENT 'dbmemory: delete files untouched for more than p_days days'
 BEGIN
     -- {_RULE_COMMENT.replace(chr(10) + "  --", chr(10) + "    --")}
     DECLARE c_batch_size INT DEFAULT {EXPIRY_BATCH_SIZE};
-    DECLARE c_touch_interval_s INT DEFAULT {_INTERVAL_S}; -- dbmemory.touch.TOUCH_INTERVAL
+    DECLARE c_touch_interval_s INT DEFAULT {_INTERVAL_S}; -- dbmemory.store.touches.TOUCH_INTERVAL
     DECLARE v_now DATETIME(6);
     DECLARE v_cutoff DATETIME(6);
     DECLARE v_batch BIGINT DEFAULT 0;
@@ -257,7 +257,7 @@ BEGIN
         RESIGNAL;
     END;
     IF {_DAYS_BAD} THEN
-        SET v_message = CONCAT('{_PROC}: {_DAYS_RULE}, got ',
+        SET v_message = CONCAT('{PROC}: {_DAYS_RULE}, got ',
                                COALESCE(CAST(p_days AS CHAR), 'NULL'));
         SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = v_message;
     END IF;
@@ -277,7 +277,7 @@ BEGIN
     batch_loop: LOOP
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.touch)
+        -- reads being recorded hold this row LOCK IN SHARE MODE (dbmemory.store.touches)
         SELECT lock_name INTO v_lock FROM dbm_job_locks WHERE lock_name = 'expiry' FOR UPDATE;
         DELETE FROM dbm_expire_batch;
         DELETE FROM dbm_expire_stores;
@@ -365,7 +365,7 @@ BEGIN
 {items_call("mysql")}
 END"""
 
-_MYSQL_DAYS = f"""CREATE FUNCTION {_MYSQL_DAYS_FUNC}() RETURNS INT
+_MYSQL_DAYS = f"""CREATE FUNCTION {MYSQL_DAYS_FUNC}() RETURNS INT
     DETERMINISTIC NO SQL
     COMMENT 'dbmemory: retention in days used by the daily expiry event'
     RETURN {EXPIRY_DEFAULT_DAYS}"""
@@ -398,14 +398,14 @@ def expiry_procedure_sql(dialect: str) -> list[str]:
         return [
             f"DROP PROCEDURE IF EXISTS {ITEMS_PROC}",
             item_procedure_sql("mysql"),
-            f"DROP PROCEDURE IF EXISTS {_PROC}",
+            f"DROP PROCEDURE IF EXISTS {PROC}",
             _MYSQL_PROC,
         ]
     raise ValueError(f"dialect {dialect!r} must be one of {', '.join(DIALECTS)}")
 
 
 def _expiry_oracle() -> str:
-    header = _header(
+    header = script_header(
         "oracle",
         "expiry job",
         [
@@ -435,7 +435,7 @@ DECLARE
   v_status user_objects.status%TYPE;
 BEGIN
   FOR p IN (SELECT object_name, status FROM user_objects
-             WHERE object_name IN ('{ITEMS_PROC.upper()}', '{_PROC.upper()}')
+             WHERE object_name IN ('{ITEMS_PROC.upper()}', '{PROC.upper()}')
                AND object_type = 'PROCEDURE') LOOP
     IF p.status <> 'VALID' THEN
       RAISE_APPLICATION_ERROR(-20002,
@@ -450,14 +450,14 @@ END;
 DECLARE
   v_count PLS_INTEGER;
 BEGIN
-  SELECT COUNT(*) INTO v_count FROM user_scheduler_jobs WHERE job_name = '{_ORACLE_JOB}';
+  SELECT COUNT(*) INTO v_count FROM user_scheduler_jobs WHERE job_name = '{ORACLE_JOB}';
   IF v_count > 0 THEN
-    DBMS_SCHEDULER.DROP_JOB(job_name => '{_ORACLE_JOB}', force => TRUE);
+    DBMS_SCHEDULER.DROP_JOB(job_name => '{ORACLE_JOB}', force => TRUE);
   END IF;
   DBMS_SCHEDULER.CREATE_JOB(
-    job_name        => '{_ORACLE_JOB}',
+    job_name        => '{ORACLE_JOB}',
     job_type        => 'PLSQL_BLOCK',
-    job_action      => 'DECLARE n NUMBER; BEGIN {_PROC}(&expiry_days, n); END;',
+    job_action      => 'DECLARE n NUMBER; BEGIN {PROC}(&expiry_days, n); END;',
     start_date      => SYSTIMESTAMP AT TIME ZONE 'UTC',
     repeat_interval => 'FREQ=DAILY; BYHOUR=3; BYMINUTE=15; BYSECOND=0',
     enabled         => TRUE,
@@ -468,7 +468,7 @@ END;
 
 
 def _expiry_postgresql() -> str:
-    header = _header(
+    header = script_header(
         "postgresql",
         "expiry job",
         [
@@ -494,15 +494,15 @@ def _expiry_postgresql() -> str:
 
 -- (Re)schedule the daily job at 03:15 UTC; a job of the same name is replaced.
 SELECT cron.schedule(
-    '{_PG_JOB}',
+    '{PG_JOB}',
     '15 3 * * *',
-    format('CALL {_PROC}(%s)', (:'expiry_days')::numeric)
+    format('CALL {PROC}(%s)', (:'expiry_days')::numeric)
 );
 """
 
 
 def _expiry_mysql() -> str:
-    header = _header(
+    header = script_header(
         "mysql",
         "expiry job",
         [
@@ -518,13 +518,13 @@ def _expiry_mysql() -> str:
     settings = f"""-- Setting: files not read or written for more than expiry_days days are deleted.
 -- An EVENT body cannot see client variables, so the setting is a one-line function: edit
 -- the RETURN value (default {EXPIRY_DEFAULT_DAYS}) or re-create the function later to change it.
-DROP FUNCTION IF EXISTS {_MYSQL_DAYS_FUNC};
+DROP FUNCTION IF EXISTS {MYSQL_DAYS_FUNC};
 {_MYSQL_DAYS};
 """
     return f"""{header}
 {settings}
 DROP PROCEDURE IF EXISTS {ITEMS_PROC};
-DROP PROCEDURE IF EXISTS {_PROC};
+DROP PROCEDURE IF EXISTS {PROC};
 
 DELIMITER //
 -- Memory items: expiry by class and the grace-period purge; dbm_expire_files calls it.
@@ -534,14 +534,14 @@ DELIMITER //
 DELIMITER ;
 
 -- (Re)create the daily event, first run tomorrow at 03:15 (server time zone).
-DROP EVENT IF EXISTS {_MYSQL_EVENT};
-CREATE EVENT {_MYSQL_EVENT}
+DROP EVENT IF EXISTS {MYSQL_EVENT};
+CREATE EVENT {MYSQL_EVENT}
     ON SCHEDULE EVERY 1 DAY
     STARTS CURRENT_DATE + INTERVAL 1 DAY + INTERVAL 195 MINUTE
     ON COMPLETION PRESERVE
     ENABLE
     COMMENT 'dbmemory: delete memory files untouched for dbm_expiry_days() days'
-    DO CALL {_PROC}({_MYSQL_DAYS_FUNC}(), @dbm_expired);
+    DO CALL {PROC}({MYSQL_DAYS_FUNC}(), @dbm_expired);
 """
 
 
@@ -558,5 +558,5 @@ def render_expiry_job(dialect: str) -> str:
     }
     if dialect not in renderers:
         raise ValueError(f"dialect {dialect!r} must be one of {', '.join(DIALECTS)}")
-    return _tidy(renderers[dialect]())
+    return tidy(renderers[dialect]())
 

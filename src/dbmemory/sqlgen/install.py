@@ -5,19 +5,29 @@ from __future__ import annotations
 
 import re
 
+from dbmemory.db.migrate import ORACLE_CHARACTER_SET, ORACLE_SCHEMA_PRIVILEGES, offline_sql
 from dbmemory.db.schema import VERSION_TABLE
 from dbmemory.sqlgen._common import (
-    _MYSQL_DAYS_FUNC,
-    _MYSQL_EVENT,
-    _ORACLE_JOB,
-    _PG_JOB,
-    _PLSQL_START,
-    _PROC,
-    _VERSION_DELETE,
-    _VERSION_INSERT_RETURNING,
-    _header,
-    _tidy,
+    MYSQL_DAYS_FUNC,
+    MYSQL_EVENT,
+    ORACLE_JOB,
+    PG_JOB,
+    PLSQL_START,
+    PROC,
+    VERSION_DELETE,
+    VERSION_INSERT_RETURNING,
+    script_header,
+    tidy,
 )
+from dbmemory.sqlgen.api_common import (
+    ADMIN_SUFFIX,
+    API_NAME,
+    OWNER_SUFFIX,
+    ROLE_PREFIX_CHARS,
+    USER_SUFFIX,
+)
+from dbmemory.sqlgen.mysql.api import mysql_uninstall
+from dbmemory.sqlgen.postgresql.security import UNINSTALL as PG_API_UNINSTALL
 
 _ITEMS_PROC = "dbm_expire_items"
 """The memory items' procedure (:mod:`dbmemory.sqlgen.item_jobs`)."""
@@ -40,7 +50,7 @@ def _oracle_statements(raw: str) -> str:
         if comments and body:
             out.append("")
         if body:
-            out.append(f"{body}\n/" if _PLSQL_START.match(body) else f"{body};")
+            out.append(f"{body}\n/" if PLSQL_START.match(body) else f"{body};")
         out.append("")
     return "\n".join(out)
 
@@ -50,10 +60,10 @@ def _fix_version_statements(
 ) -> str:
     # alembic renders the version insert with RETURNING (Oracle: "... INTO :ret_0", a bind
     # SQL*Plus never declares): a plain INSERT is what an install script needs.
-    sql = _VERSION_INSERT_RETURNING.sub(lambda m: m.group(1) + terminator, sql)
+    sql = VERSION_INSERT_RETURNING.sub(lambda m: m.group(1) + terminator, sql)
     if drop_version_table:
         drop = f"DROP TABLE {VERSION_TABLE}{' PURGE' if purge else ''}{terminator}"
-        sql = _VERSION_DELETE.sub(drop, sql)
+        sql = VERSION_DELETE.sub(drop, sql)
     return sql
 
 
@@ -66,8 +76,6 @@ def _oracle_install_preflight() -> str:
     """A PL/SQL block that stops install.sql before its first DDL, with the statement a DBA
     runs, when the schema lacks a privilege or tablespace quota, or the database is not
     AL32UTF8: the same rules as :func:`dbmemory.db.migrate.oracle_preflight`."""
-    from dbmemory.db.migrate import ORACLE_CHARACTER_SET, ORACLE_SCHEMA_PRIVILEGES
-
     needs = "\n".join(f"  need('{privilege}');" for privilege in ORACLE_SCHEMA_PRIVILEGES)
     return f"""-- Stop before creating anything unless the database is {ORACLE_CHARACTER_SET} and this schema has
 -- {', '.join(ORACLE_SCHEMA_PRIVILEGES)} and a quota on its default tablespace.
@@ -110,8 +118,6 @@ END;
 
 
 def _raw(dialect: str, direction: str) -> str:
-    from dbmemory.db.migrate import offline_sql
-
     return offline_sql(dialect, direction)
 
 
@@ -130,7 +136,7 @@ def render_install(dialect: str) -> str:
         body = _fix_version_statements(
             _oracle_statements(raw), drop_version_table=False, terminator=";"
         )
-        header = _header(
+        header = script_header(
             dialect,
             "install script",
             [
@@ -141,13 +147,13 @@ def render_install(dialect: str) -> str:
         )
         preflight = _oracle_install_preflight()
         # the data changes after the last DDL (version stamp, key moves) commit here
-        return _tidy(f"{header}\n{_ORACLE_PROLOGUE}\n{preflight}\n{body}\nCOMMIT;\n")
+        return tidy(f"{header}\n{_ORACLE_PROLOGUE}\n{preflight}\n{body}\nCOMMIT;\n")
     body = _fix_version_statements(raw, drop_version_table=False, terminator=";")
     hint = {
         "postgresql": "-- Run: psql -v ON_ERROR_STOP=1 -d <database> -f install.sql",
         "mysql": "-- Run: mysql <database> < install.sql",
     }[dialect]
-    return _tidy(f"{_header(dialect, 'install script', [hint])}\n{body}")
+    return tidy(f"{script_header(dialect, 'install script', [hint])}\n{body}")
 
 
 def _uninstall_prologue(dialect: str) -> str:
@@ -157,19 +163,25 @@ def _uninstall_prologue(dialect: str) -> str:
 DECLARE
   v_count PLS_INTEGER;
 BEGIN
-  SELECT COUNT(*) INTO v_count FROM user_scheduler_jobs WHERE job_name = '{_ORACLE_JOB}';
+  SELECT COUNT(*) INTO v_count FROM user_scheduler_jobs WHERE job_name = '{ORACLE_JOB}';
   IF v_count > 0 THEN
-    DBMS_SCHEDULER.DROP_JOB(job_name => '{_ORACLE_JOB}', force => TRUE);
+    DBMS_SCHEDULER.DROP_JOB(job_name => '{ORACLE_JOB}', force => TRUE);
   END IF;
   SELECT COUNT(*) INTO v_count FROM user_objects
-   WHERE object_name = '{_PROC.upper()}' AND object_type = 'PROCEDURE';
+   WHERE object_name = '{PROC.upper()}' AND object_type = 'PROCEDURE';
   IF v_count > 0 THEN
-    EXECUTE IMMEDIATE 'DROP PROCEDURE {_PROC}';
+    EXECUTE IMMEDIATE 'DROP PROCEDURE {PROC}';
   END IF;
   SELECT COUNT(*) INTO v_count FROM user_objects
    WHERE object_name = '{_ITEMS_PROC.upper()}' AND object_type = 'PROCEDURE';
   IF v_count > 0 THEN
     EXECUTE IMMEDIATE 'DROP PROCEDURE {_ITEMS_PROC}';
+  END IF;
+  -- the memory API of api.sql, when installed (it would stay behind INVALID)
+  SELECT COUNT(*) INTO v_count FROM user_objects
+   WHERE object_name = '{API_NAME.upper()}' AND object_type = 'PACKAGE';
+  IF v_count > 0 THEN
+    EXECUTE IMMEDIATE 'DROP PACKAGE {API_NAME}';
   END IF;
 END;
 /
@@ -179,20 +191,56 @@ END;
 DO $$
 BEGIN
   IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron') THEN
-    PERFORM cron.unschedule(jobid) FROM cron.job WHERE jobname = '{_PG_JOB}';
+    PERFORM cron.unschedule(jobid) FROM cron.job WHERE jobname = '{PG_JOB}';
   END IF;
 END
 $$;
 
-DROP PROCEDURE IF EXISTS {_PROC}(numeric, bigint);
+DROP PROCEDURE IF EXISTS {PROC}(numeric, bigint);
 DROP PROCEDURE IF EXISTS {_ITEMS_PROC}(bigint, bigint);
+
+-- The memory API of api.sql, when installed: its schema, its owner role and the roles named
+-- after this database.
+{PG_API_UNINSTALL};
 """
+    api = "\n".join(f"{statement};" for statement in mysql_uninstall())
     return f"""-- Remove the expiry event, procedure and setting of expiry_job.sql, when installed.
-DROP EVENT IF EXISTS {_MYSQL_EVENT};
-DROP PROCEDURE IF EXISTS {_PROC};
+DROP EVENT IF EXISTS {MYSQL_EVENT};
+DROP PROCEDURE IF EXISTS {PROC};
 DROP PROCEDURE IF EXISTS {_ITEMS_PROC};
-DROP FUNCTION IF EXISTS {_MYSQL_DAYS_FUNC};
+DROP FUNCTION IF EXISTS {MYSQL_DAYS_FUNC};
+
+-- The memory API of api.sql / install-api, when installed: its routines, then (when this account
+-- may drop accounts) the definer account and the roles named after this database.
+{api}
+{_mysql_drop_derived()}
 """
+
+
+def _mysql_drop_derived() -> str:
+    """Drop ``'<base>_owner'@'localhost'``, ``<base>_user`` and ``<base>_admin``
+    (:func:`dbmemory.sqlgen.api_common.derived_role_base` in SQL) when the account holds CREATE
+    USER; a no-op statement otherwise, so the uninstall goes on."""
+    base = ("CONCAT('dbm_', LEFT(LOWER(REGEXP_REPLACE(DATABASE(), '[^A-Za-z0-9_]', '_')), "
+            f"{ROLE_PREFIX_CHARS}), '_', LEFT(MD5(DATABASE()), 4))")
+    grantee = ("CONCAT(CHAR(39), SUBSTRING_INDEX(CURRENT_USER(), '@', 1), CHAR(39), '@', CHAR(39), "
+               "SUBSTRING_INDEX(CURRENT_USER(), '@', -1), CHAR(39))")
+    may = ("(SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = "
+           f"'CREATE USER' AND GRANTEE = {grantee}) > 0")
+    drops = [
+        f"CONCAT('DROP USER IF EXISTS ', QUOTE(CONCAT(@dbm_base, '{OWNER_SUFFIX}')), '@', CHAR(39), 'localhost', CHAR(39))",
+        f"CONCAT('DROP ROLE IF EXISTS ', @dbm_base, '{USER_SUFFIX}')",
+        f"CONCAT('DROP ROLE IF EXISTS ', @dbm_base, '{ADMIN_SUFFIX}')",
+    ]
+    lines = [f"SET @dbm_base = {base};", f"SET @dbm_may = {may};"]
+    for drop in drops:
+        lines += [
+            f"SET @dbm_sql = IF(@dbm_may, {drop}, 'DO 0');",
+            "PREPARE dbm_stmt FROM @dbm_sql;",
+            "EXECUTE dbm_stmt;",
+            "DEALLOCATE PREPARE dbm_stmt;",
+        ]
+    return "\n".join(lines)
 
 
 def render_uninstall(dialect: str) -> str:
@@ -210,14 +258,14 @@ def render_uninstall(dialect: str) -> str:
         body = _fix_version_statements(
             _oracle_statements(raw), drop_version_table=True, terminator=";", purge=True
         )
-        header = _header(dialect, "uninstall script", warning)
-        return _tidy(f"{header}\n{_ORACLE_PROLOGUE}\n{prologue}\n{body}")
+        header = script_header(dialect, "uninstall script", warning)
+        return tidy(f"{header}\n{_ORACLE_PROLOGUE}\n{prologue}\n{body}")
     body = _fix_version_statements(raw, drop_version_table=True, terminator=";")
     if dialect == "postgresql":
         # Inside alembic's BEGIN; ... COMMIT; so the uninstall is all or nothing.
         body = body.replace("BEGIN;\n", f"BEGIN;\n\n{prologue}\n", 1)
-        return _tidy(f"{_header(dialect, 'uninstall script', warning)}\n{body}")
-    return _tidy(f"{_header(dialect, 'uninstall script', warning)}\n{prologue}\n{body}")
+        return tidy(f"{script_header(dialect, 'uninstall script', warning)}\n{body}")
+    return tidy(f"{script_header(dialect, 'uninstall script', warning)}\n{prologue}\n{body}")
 
 
 # -- expiry procedures --------------------------------------------------------------------------

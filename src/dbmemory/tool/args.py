@@ -13,13 +13,13 @@ Tolerated, because real providers send them:
   single key whose value is an object containing ``command``;
 * OpenAI strict mode, which sends every parameter, unused ones as ``null`` or invented values:
   parameters a command does not use are ignored, and ``view_range`` is kept raw
-  (:attr:`View.view_range_raw`) because it only matters for a file; :class:`MemoryTool` calls
+  (:attr:`View.view_range_raw`) because it only matters for a file; :class:`~dbmemory.tool.memory_tool.MemoryTool` calls
   :func:`coerce_view_range` once it knows the path is a file;
 * ``command`` in any case with surrounding spaces; ``insert_line`` as ``"3"`` or ``3.0``
   (never a boolean; in text only ASCII digits count, never ``"٣"`` or ``"３"``); ``insert`` with ``new_str`` instead of ``insert_text`` (the text editor
   tool's name); ``rename`` with ``path`` instead of ``old_path``.
 
-Paths are normalised here (:func:`dbmemory.paths.normalize_path`), so every path in a command is
+Paths are normalised here (:func:`dbmemory.core.paths.normalize_path`), so every path in a command is
 canonical. Every failure raises :class:`~dbmemory.tool.messages.ToolInputError` with a message
 naming the parameter and the expected type.
 """
@@ -30,10 +30,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
+from dbmemory.core.paths import normalize_path
 from dbmemory.errors import InvalidPathError
-from dbmemory.paths import normalize_path
 from dbmemory.tool import messages
 from dbmemory.tool.messages import COMMANDS, ToolInputError
 
@@ -41,7 +41,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 """A lone surrogate (not encodable as UTF-8); searched without copying the text."""
 
 __all__ = [
-    "COMMANDS",
     "MAX_TEXT_CHARS",
     "MAX_ARGUMENT_CHARS",
     "WRAPPER_KEYS",
@@ -143,7 +142,7 @@ class Rename:
     command: ClassVar[str] = "rename"
 
 
-Command = Union[View, Create, StrReplace, Insert, Delete, Rename]
+Command = View | Create | StrReplace | Insert | Delete | Rename
 """Any parsed command; match on the class or on ``.command``."""
 
 

@@ -69,7 +69,7 @@ def _snippet(path: str, new_text: str, first: int, last: int) -> str:
 
 def _check_size(new_chars: int, max_chars: int | None) -> None:
     """Refuse an edit whose result would break ``max_file_chars`` before any big string is
-    built (the same error :func:`dbmemory.files.edit_file` raises for it)."""
+    built (the same error :func:`dbmemory.store.files.edit_file` raises for it)."""
     if max_chars is not None and new_chars > max_chars:
         raise CapExceededError(
             f"file text would be {new_chars:,} characters, over the cap max_file_chars = "

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections.abc import Mapping
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dbmemory import files
-from dbmemory import validate as _v
+from dbmemory.core import checks as _v
+from dbmemory.core.arguments import check_arguments, check_store
+from dbmemory.core.keys import RESERVED_SCOPE
+from dbmemory.core.model import Caps, FileRecord, StoreRef
+from dbmemory.core.paths import ancestors
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import (
     AlreadyExistsError,
     CapExceededError,
@@ -30,13 +34,13 @@ from dbmemory.errors import (
     NotFoundError,
     StorageError,
 )
-from dbmemory.keys import RESERVED_SCOPE
 from dbmemory.metrics import record_command
-from dbmemory.model import Caps, FileRecord, StoreRef
-from dbmemory.paths import ancestors
-from dbmemory.reads import view_entries
-from dbmemory.stores import _run_store, current_store_code, shared_store
-from dbmemory.tool import messages
+from dbmemory.store import files
+from dbmemory.store.locks import SERIALIZATION_FAILURE, find_store_id
+from dbmemory.store.moves import delete_path, rename_path
+from dbmemory.store.reads import get_file, list_directory, view_entries
+from dbmemory.store.resolve import current_store_code, run_store, shared_store
+from dbmemory.tool import messages, storage_messages
 from dbmemory.tool.args import (
     Create,
     Delete,
@@ -50,8 +54,12 @@ from dbmemory.tool.args import (
 from dbmemory.tool.edits import apply_insert, apply_str_replace
 from dbmemory.tool.messages import ToolInputError, error_text
 from dbmemory.tool.render import listing_of_rows, render_file
+from dbmemory.tool.schema import tool_schema
 
-__all__ = ["MemoryTool"]
+__all__ = [
+    "MemoryTool",
+    "encodable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +70,7 @@ def _edit_limit(caps: Caps, current: str) -> int:
     return max(caps.max_file_chars, len(current))
 
 
-def _encodable(text: str) -> str:
+def encodable(text: str) -> str:
     """``text`` made safe to send as UTF-8: any lone surrogate echoed from the arguments is
     shown as an escape (``\\udc80``) instead of breaking the caller's JSON encoder."""
     try:
@@ -78,7 +86,7 @@ def _refuse_reserved(store: object) -> None:
     if not isinstance(store, StoreRef):
         raise InvalidScopeError(
             f"store must be a StoreRef, got {type(store).__name__}: build it with "
-            "dbmemory.shared_store(code) or use an agent_code",
+            "MemoryTool.for_store(conn, code) or use an agent_code",
             code="invalid_scope",
         )
     if store.scope == RESERVED_SCOPE:
@@ -105,13 +113,13 @@ class MemoryTool:
         store: an explicit :class:`StoreRef` instead of an agent (see :meth:`for_store`).
         actor: who acts, for audit events (default: ``memory-tool`` plus agent, user, session).
 
-    Caps: every command enforces the caps on the store's row (:mod:`dbmemory.caps`), whoever
+    Caps: every command enforces the caps on the store's row (:mod:`dbmemory.store.caps`), whoever
     the writer is; the tool brings none of its own.
 
     Raises:
         NotFoundError: the agent has no memory configuration.
         InvalidScopeError: memory disabled; a missing or invalid context key, user id or session
-            id; no agent and no :func:`use_store` block; a ``store`` in the reserved namespace
+            id; no agent and no :func:`~dbmemory.store.resolve.use_store` block; a ``store`` in the reserved namespace
             (code ``reserved_store``: user profiles are never reachable by the MEMORY tool).
         InvalidArgumentError: ``conn`` is not a Connection; ``store`` is not a StoreRef;
             ``actor`` is not text.
@@ -142,11 +150,11 @@ class MemoryTool:
                 "dbmemory.resolve_store(...) or use MemoryTool.for_store"
             )
         if store is not None:
-            _v.check_store(store)
+            check_store(store)
         if store is None:
             if agent_code is not None:
                 # the arguments check_run_ready would check were checked above
-                store = _run_store(
+                store = run_store(
                     conn, agent_code, user_id=user_id, session_id=session_id, run_context=run_context
                 )
             else:
@@ -168,29 +176,18 @@ class MemoryTool:
 
     @classmethod
     def for_store(
-        cls, conn: Connection, store_code: str, *, caps: Caps | None = None, actor: str | None = None
+        cls, conn: Connection, store_code: str, *, actor: str | None = None
     ) -> MemoryTool:
-        """A tool bound to the shared store ``shared:<store_code>`` (what :func:`use_store`
+        """A tool bound to the shared store ``shared:<store_code>`` (what :func:`~dbmemory.store.resolve.use_store`
         names). The store's own caps apply (set by the agent configurations that name it,
         :func:`dbmemory.enable_for_agent`, or :func:`dbmemory.set_store_caps`); a store this
         tool creates takes the strictest caps of those configurations, else the defaults.
 
-        Args:
-            caps: deprecated and ignored (a ``DeprecationWarning``): a writer brings no caps.
-
         Raises:
             InvalidScopeError: invalid store code.
-            InvalidArgumentError: ``caps`` not a Caps or None; ``conn`` not a Connection.
+            InvalidArgumentError: ``conn`` not a Connection.
         """
-        _v.arguments(conn=conn)
-        _v.check_caps(caps, optional=True)
-        if caps is not None:
-            warnings.warn(
-                "MemoryTool.for_store(caps=...) is deprecated and ignored: a store's caps are "
-                "the values on its row (dbmemory.enable_for_agent, dbmemory.set_store_caps)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+        check_arguments(conn=conn)
         return cls(conn, store=shared_store(store_code), actor=actor)
 
     @property
@@ -201,8 +198,6 @@ class MemoryTool:
     @staticmethod
     def schema() -> dict[str, object]:
         """The tool's JSON schema in OpenAI function format (see :func:`tool_schema`)."""
-        from dbmemory.tool.schema import tool_schema
-
         return tool_schema()
 
     # -- execution -----------------------------------------------------------------------------
@@ -230,17 +225,22 @@ class MemoryTool:
         except DbMemoryError as exc:
             code = exc.code
             text = error_text(self._message(command, exc))
+        except sa.exc.SQLAlchemyError as exc:  # a read outside a write unit
+            error = translate_db_error(exc, "running the memory command")
+            code = error.code
+            log.warning("memory tool: %s", error.message)
+            text = error_text(self._message(command, error))
         except Exception:  # the tool must never raise into the model loop
             code = "internal"
             log.exception("memory tool failed unexpectedly")
-            text = error_text(messages.internal_error())
+            text = error_text(storage_messages.internal_error())
         try:
             record_command(
                 getattr(command, "command", "invalid"), code, time.perf_counter() - started
             )
         except Exception:  # metrics never break the tool
             log.debug("recording the command's metrics failed", exc_info=True)
-        return _encodable(text)
+        return encodable(text)
 
     __call__ = execute
 
@@ -298,10 +298,10 @@ class MemoryTool:
             self._remember_store(record)
             return text
         if isinstance(command, Delete):
-            count = files.delete_path(conn, store, command.path, actor=self.actor)
+            count = delete_path(conn, store, command.path, actor=self.actor)
             return messages.deleted(command.path, count if count > 1 else None)
         if isinstance(command, Rename):
-            count = files.rename_path(conn, store, command.old_path, command.new_path, actor=self.actor)
+            count = rename_path(conn, store, command.old_path, command.new_path, actor=self.actor)
             return messages.renamed(command.old_path, command.new_path, count if count > 1 else None)
         raise ToolInputError(messages.unknown_command(str(getattr(command, "command", command))))
 
@@ -325,17 +325,21 @@ class MemoryTool:
                 return messages.rename_destination_exists(getattr(command, "new_path", path))
             return messages.file_exists(path)
         if isinstance(exc, ConflictError):
-            if exc.code in ("transaction_rolled_back", "outcome_unknown"):
-                return exc.message  # the whole story: what was lost, or that it may be saved
+            if exc.code in ("transaction_rolled_back", "outcome_unknown", "commit_not_saved"):
+                return exc.message  # the whole story: what was lost, or whether it was saved
             if exc.code == "busy":
-                return messages.database_busy()
-            if exc.code == files.SERIALIZATION_FAILURE:
-                return messages.retry_transaction(path)
-            return messages.conflict(path)
+                return storage_messages.database_busy()
+            if exc.code == SERIALIZATION_FAILURE:
+                return storage_messages.retry_transaction(path)
+            return storage_messages.conflict(path)
         if isinstance(exc, StorageError):
             if exc.code == "read_only":
-                return messages.storage_read_only()
-            return messages.storage_unavailable()
+                return storage_messages.storage_read_only()
+            if exc.code == "statement_timeout":
+                return storage_messages.storage_timed_out(exc.message)
+            if exc.code == "pool_exhausted":
+                return storage_messages.storage_pool_exhausted()
+            return storage_messages.storage_unavailable()
         if isinstance(exc, InvalidPathError):
             if exc.code == "root_refused":
                 return (
@@ -358,16 +362,16 @@ class MemoryTool:
         if not target:
             return None
         try:
-            store_id = self._store.store_id or files.find_store_id(self._conn, self._store.store_key)
+            store_id = self._store.store_id or find_store_id(self._conn, self._store.store_key)
             if store_id is None:
                 return None
             if exc.code == "is_directory" and name == "create":
-                count = len(files.list_directory(self._conn, store_id, target))
+                count = len(list_directory(self._conn, store_id, target))
                 return messages.directory_exists(target, count) if count else None
             if exc.code == "parent_is_file":
                 for parent in ancestors(target):
                     try:
-                        files.get_file(self._conn, store_id, parent)
+                        get_file(self._conn, store_id, parent)
                     except NotFoundError:
                         continue
                     return messages.parent_is_file(target, parent)

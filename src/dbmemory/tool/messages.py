@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dbmemory.paths import ROOT, quote_value
+from dbmemory.core.paths import ROOT, quote_value
 
 __all__ = [
     "ERROR_MARKER",
@@ -53,11 +53,6 @@ __all__ = [
     "too_many_files",
     "store_too_large",
     "cap_exceeded",
-    "conflict",
-    "retry_transaction",
-    "storage_read_only",
-    "storage_unavailable",
-    "internal_error",
     # failures of the pure helpers
     "old_str_empty",
     "old_str_not_found",
@@ -93,7 +88,7 @@ _SHOWN_TEXT_CHARS = 200
 class ToolInputError(Exception):
     """A command cannot run as given; nothing was changed.
 
-    Internal to the tool: :class:`MemoryTool` turns it into ``error_text(str(exc))``.
+    Internal to the tool: :class:`~dbmemory.tool.memory_tool.MemoryTool` turns it into ``error_text(str(exc))``.
 
     Attributes:
         message: the text for the model (value, rule, remedy), without :data:`ERROR_MARKER`.
@@ -341,58 +336,6 @@ def cap_exceeded(cap: str, path: str, limit: int, actual: int) -> str:
     if cap == "max_files":
         return too_many_files(path, limit)
     return store_too_large(path, actual, limit)
-
-
-def conflict(path: str) -> str:
-    """A concurrent writer won (lock timeout, deadlock, lost compare-and-set)."""
-    return (
-        f"{path} was changed by another writer at the same time; nothing was written. "
-        "View it again and retry the command."
-    )
-
-
-def database_busy() -> str:
-    """The database is busy (SQLite: another connection holds the write lock past the timeout);
-    said for reads and writes alike, never as a conflicting change to a file."""
-    return (
-        "The database is busy: another connection is writing to it and did not finish in "
-        "time; nothing was changed. Retry the command in a moment."
-    )
-
-
-def retry_transaction(path: str) -> str:
-    """The caller's REPEATABLE READ/SERIALIZABLE transaction started before another writer's
-    change to the store: no write can succeed in it any more."""
-    return (
-        f"{path} was not written: another writer changed this memory store after the current "
-        "transaction began, so this write cannot be checked against the store's limits; "
-        "nothing was changed. Retrying in this same transaction fails again: do not retry "
-        "memory writes in this turn. The application must roll back and retry the whole turn."
-    )
-
-
-def storage_unavailable() -> str:
-    """The database failed; never shows the driver's text."""
-    return "The memory store could not be reached; nothing was changed. Retry the command later."
-
-
-def storage_read_only() -> str:
-    """The database refused a write because it is read-only (a SQLite file without write
-    permission, a read-only mount, ``mode=ro``); a view needs to write too (it records the read
-    for expiry)."""
-    return (
-        "The memory store is read-only, so this command could not be completed (a view also "
-        "records the read, for expiry); nothing was changed. Ask the operator to make the "
-        "database writable."
-    )
-
-
-def internal_error() -> str:
-    """An unexpected failure inside the tool; details go to the log only."""
-    return (
-        "The memory tool failed unexpectedly; nothing was changed. Retry the command, "
-        "or continue without memory."
-    )
 
 
 # ------------------------------------------------------------ failures of the pure helpers

@@ -20,7 +20,7 @@ from itertools import count, groupby
 from operator import itemgetter
 from typing import Any
 
-from dbmemory.paths import ROOT
+from dbmemory.core.paths import ROOT
 from dbmemory.tool import messages
 from dbmemory.tool.messages import ToolInputError
 
@@ -69,7 +69,7 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-_NUMBERED = "{:>%d}\t{}" % LINE_NUMBER_WIDTH  # a literal width formats faster than a nested one
+_NUMBERED = f"{{:>{LINE_NUMBER_WIDTH}}}\t{{}}"  # a literal width formats faster than a nested one
 
 
 def number_lines(lines: Iterable[str], first: int = 1) -> list[str]:
@@ -309,7 +309,7 @@ def _visible(rows: list[tuple[str, int]], lo: int, hi: int, prefix: str) -> Iter
 def _line(path: str, size: int | list[int]) -> str:
     """One listing line: a file's ``(path, size)`` or a directory's ``(path, [size])``."""
     if size.__class__ is list:
-        return f"{format_size(size[0])}\t{path}/"  # type: ignore[index]
+        return f"{format_size(size[0])}\t{path}/"
     return f"{format_size(size)}\t{path}"  # type: ignore[arg-type]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dbmemory.paths import ROOT
+from dbmemory.core.paths import ROOT
 from dbmemory.tool.messages import COMMANDS
 
 __all__ = ["TOOL_NAME", "tool_schema"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from alembic import context
 
+from dbmemory.db.engine import create_engine
 from dbmemory.db.schema import FILE_LIST_VIEW, VERSION_TABLE, metadata
 
 config = context.config
@@ -32,7 +33,7 @@ def _include_object(
     the version table, never the host application's tables."""
     if type_ == "table":
         return (
-            bool(name) and name.startswith("dbm_") and name not in (VERSION_TABLE, FILE_LIST_VIEW)
+            name is not None and name.startswith("dbm_") and name not in (VERSION_TABLE, FILE_LIST_VIEW)
         )
     return True
 
@@ -76,8 +77,6 @@ def run_migrations_online() -> None:
         _run_on(connection)
         return
     # Development use through the alembic command line.
-    from dbmemory.db.engine import create_engine
-
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url"
     )

@@ -4,8 +4,8 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 
 Rules for dbmemory migrations: never import the Table objects of ``dbmemory.db.schema`` (history
-must not change when the schema module does); column types from ``dbmemory.db.dialect`` are
-fine. Names: ``dbm_`` prefix, no Oracle reserved word, at most 30 characters. Regenerate the
+must not change when the schema module does); column types and DDL helpers from ``dbmemory.db.dialect.types``
+and ``dbmemory.db.dialect.oracle`` are fine. Names: ``dbm_`` prefix, no Oracle reserved word, at most 30 characters. Regenerate the
 reference SQL afterwards: ``python -m dbmemory.sqlgen``.
 """
 

@@ -5,14 +5,14 @@ Revises:
 
 Written out column by column (never from ``dbmemory.db.schema``'s Table objects) so that later
 schema changes cannot rewrite history; only the column types come from
-``dbmemory.db.dialect``. The view's SELECT is frozen here too, built from lightweight
+:mod:`dbmemory.db.dialect.types` and :mod:`dbmemory.db.dialect.oracle`. The view's SELECT is frozen here too, built from lightweight
 ``sa.table()`` constructs; a test checks it matches ``schema.file_list_view_select()``.
 
 Oracle commits every DDL statement, so a run that failed half-way left its first objects
 behind: online on Oracle each table, index and view is created only when missing
-(:func:`dbmemory.db.dialect.oracle_object_exists`), so the upgrade can simply be run again.
+(:func:`dbmemory.db.dialect.oracle.oracle_object_exists`), so the upgrade can simply be run again.
 Elsewhere and offline the DDL is unconditional and unchanged. Flags are
-:class:`~dbmemory.db.dialect.Flag`: ``NUMBER(1)`` with a ``CHECK`` on Oracle (this revision
+:class:`~dbmemory.db.dialect.oracle.Flag`: ``NUMBER(1)`` with a ``CHECK`` on Oracle (this revision
 rendered ``SMALLINT`` on 19c and ``BOOLEAN`` on 23ai before; it had never run on a real Oracle
 here), ``BOOLEAN``/``BOOL`` elsewhere exactly as before.
 """
@@ -20,20 +20,13 @@ here), ``BOOLEAN``/``BOOL`` elsewhere exactly as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import (
-    BodyText,
-    Flag,
-    PathText,
-    UtcDateTime,
-    big_id,
-    drop_table,
-    flag_check,
-    oracle_object_exists,
-)
+from dbmemory.db.dialect.oracle import Flag, drop_table, flag_check, oracle_object_exists
+from dbmemory.db.dialect.types import BodyText, PathText, UtcDateTime, big_id
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None
@@ -58,7 +51,7 @@ def _missing(kind: str, name: str) -> bool:
     return not oracle_object_exists(bind, kind, name)
 
 
-def _create_table(name: str, *columns: object, **kw: object) -> None:
+def _create_table(name: str, *columns: sa.schema.SchemaItem, **kw: Any) -> None:
     if _missing("table", name):
         op.create_table(name, *columns, **kw)
 

@@ -36,11 +36,13 @@ data changes after the last DDL roll back on a failure, with the version stamp).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import Flag, UtcDateTime, big_id, drop_table, oracle_object_exists
+from dbmemory.db.dialect.oracle import Flag, drop_table, oracle_object_exists
+from dbmemory.db.dialect.types import UtcDateTime, big_id
 
 revision: str = "0002"
 down_revision: str | Sequence[str] | None = "0001"
@@ -107,7 +109,7 @@ def _add_column(table: str, column: sa.Column[object]) -> None:
         op.add_column(table, column)
 
 
-def _create_table(name: str, *columns: object, **kw: object) -> None:
+def _create_table(name: str, *columns: sa.schema.SchemaItem, **kw: Any) -> None:
     if _missing("table", name):
         op.create_table(name, *columns, **kw)
 

@@ -27,11 +27,13 @@ again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import Flag, UtcDateTime, big_id, drop_table, flag_check, oracle_object_exists
+from dbmemory.db.dialect.oracle import Flag, drop_table, flag_check, oracle_object_exists
+from dbmemory.db.dialect.types import UtcDateTime, big_id
 
 revision: str = "0003"
 down_revision: str | Sequence[str] | None = "0002"
@@ -91,7 +93,7 @@ def _add_column(table: str, column: sa.Column[object]) -> None:
         op.add_column(table, column)
 
 
-def _create_table(name: str, *columns: object, **kw: object) -> None:
+def _create_table(name: str, *columns: sa.schema.SchemaItem, **kw: Any) -> None:
     if _missing("table", name):
         op.create_table(name, *columns, **kw)
 

@@ -5,7 +5,7 @@ Revises: 0003
 
 ``dbm_files`` gains the index ``ix_dbm_files_prefix`` on ``(store_id, <the first 600
 characters of file_path in binary order>)`` (DDL per backend:
-:func:`dbmemory.db.dialect.path_prefix_index_ddl`; an expression index, so it is not in
+:func:`dbmemory.db.dialect.types.path_prefix_index_ddl`; an expression index, so it is not in
 ``dbmemory.db.schema``): "is anything under this directory?" becomes an index range probe.
 
 ``dbm_stores`` gains ``file_count`` and ``total_chars`` (both ``NOT NULL``, default 0),
@@ -13,7 +13,7 @@ backfilled here from ``dbm_files``. Every writer of a store changes them under t
 lock it already holds (the file API, the expiry in Python and in the generated SQL jobs), so
 the caps ``max_files`` and ``max_store_chars`` are checked against two columns of the locked row
 instead of an aggregate over the whole store: a write costs the same in a store of 20 files and
-in one of 1,000. ``tests/test_store_counters.py`` checks counters against the aggregates after
+in one of 1,000. ``tests/store/test_counters.py`` checks counters against the aggregates after
 random operation sequences and races.
 
 Written out column by column (never from ``dbmemory.db.schema``), as 0001 and 0002 are; on
@@ -27,7 +27,9 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from dbmemory.db.dialect import oracle_object_exists, path_prefix_index_ddl
+from dbmemory.db.dialect.base import is_mysql
+from dbmemory.db.dialect.oracle import oracle_object_exists
+from dbmemory.db.dialect.types import path_prefix_index_ddl
 
 revision: str = "0004"
 down_revision: str | Sequence[str] | None = "0003"
@@ -93,7 +95,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Drop the prefix index and the counters."""
-    if op.get_context().dialect.name in ("mysql", "mariadb"):
+    if is_mysql(op.get_context().dialect):
         op.execute("DROP INDEX ix_dbm_files_prefix ON dbm_files")
     else:
         op.execute("DROP INDEX ix_dbm_files_prefix")

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from dbmemory.db.dialect import oracle_object_exists
+from dbmemory.db.dialect.oracle import oracle_object_exists
 
 revision: str = "0005"
 down_revision: str | Sequence[str] | None = "0004"

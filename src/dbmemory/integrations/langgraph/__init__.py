@@ -1,0 +1,18 @@
+"""LangGraph's long-term memory store in dbmemory's stores: :class:`DbMemoryStore` (a LangGraph
+``BaseStore``), for Oracle, PostgreSQL, MariaDB/MySQL and SQLite.
+
+Modules: :mod:`~dbmemory.integrations.langgraph.store` (the store and its batches),
+:mod:`~dbmemory.integrations.langgraph.codec` (namespaces and keys to store keys and paths, and
+back), :mod:`~dbmemory.integrations.langgraph.sql` (the listing and search statements). Needs the
+``langgraph`` extra.
+"""
+
+from __future__ import annotations
+
+from dbmemory.integrations.langgraph.store import (
+    STORE_CODE_PREFIX,
+    DbMemoryStore,
+    LangGraphNamespaceError,
+)
+
+__all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]

@@ -1,0 +1,148 @@
+"""Statements of the LangGraph store (:mod:`dbmemory.integrations.langgraph`): builders apart
+from their one executor each. Plain reads; writes go through :mod:`dbmemory.store.files`.
+
+Store keys are matched by exact prefix (``SUBSTR(store_key, 1, n) = :prefix``, never ``LIKE``:
+``_`` is a LIKE wildcard and our escape character), and every row is checked again in Python
+(:func:`dbmemory.integrations.langgraph.codec.namespace_of_key`). The body (a CLOB) is only selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from dbmemory.core.paths import ROOT
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.schema import file_reads, files, stores
+from dbmemory.integrations.langgraph.codec import ITEM_SUFFIX, namespace_of_key
+from dbmemory.store.statements.bulk import id_chunks
+
+__all__ = [
+    "select_item_rows",
+    "select_bodies",
+    "select_namespace_rows",
+    "item_rows",
+    "bodies",
+    "namespace_rows",
+    "select_namespace_keys",
+    "namespace_keys",
+    "select_store_ids",
+    "store_ids",
+]
+
+_READ_AT = (
+    sa.select(file_reads.c.read_at)
+    .where(file_reads.c.file_id == files.c.file_id)
+    .scalar_subquery()
+    .label("read_at")
+)
+
+_META = (
+    stores.c.store_key,
+    files.c.file_id,
+    files.c.file_path,
+    files.c.expiry_exempt,
+    files.c.created_at,
+    files.c.updated_at,
+    files.c.last_accessed_at,
+    _READ_AT,
+)
+
+
+def _under_key(key_prefix: str) -> sa.ColumnElement[bool]:
+    """Store keys equal to ``key_prefix`` or starting with ``key_prefix + "."`` (a namespace
+    prefix), or starting with ``key_prefix`` when it ends with ``.`` (every namespace)."""
+    if key_prefix.endswith("."):
+        return sa.func.substr(stores.c.store_key, 1, len(key_prefix)) == key_prefix
+    deeper = key_prefix + "."
+    return sa.or_(
+        stores.c.store_key == key_prefix,
+        sa.func.substr(stores.c.store_key, 1, len(deeper)) == deeper,
+    )
+
+
+def select_item_rows(key_prefix: str, *, with_body: bool) -> sa.Select[Any]:
+    """Every file of the stores under ``key_prefix``: store key, file id, path, exemption,
+    timestamps, last recorded read (``read_at``) and, ``with_body``, the text. Unordered (the
+    caller sorts in Python, by decoded namespace and key)."""
+    columns = (*_META, files.c.body) if with_body else _META
+    return (
+        sa.select(*columns)
+        .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
+        .where(_under_key(key_prefix))
+    )
+
+
+def select_bodies(file_ids: Sequence[int]) -> sa.Select[Any]:
+    """``file_id`` and body of at most 1,000 files (Oracle's IN-list limit)."""
+    return sa.select(files.c.file_id, files.c.body).where(files.c.file_id.in_(list(file_ids)))
+
+
+def select_namespace_rows(key_prefix: str) -> sa.Select[Any]:
+    """Store key and file path of every file of the stores under ``key_prefix`` (no body):
+    a namespace is listed while its store holds an item."""
+    return (
+        sa.select(stores.c.store_key, files.c.file_path)
+        .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
+        .where(_under_key(key_prefix))
+    )
+
+
+def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
+    """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
+    (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+    head = ROOT + "/"
+    path = files.c.file_path
+    item_shaped = sa.and_(
+        sa.func.substr(path, 1, len(head)) == head,
+        path.like("%" + ITEM_SUFFIX),
+        sa.not_(path.like(head + "%/%")),
+    )
+    has_item = sa.exists().where(files.c.store_id == stores.c.store_id, item_shaped)
+    return sa.select(stores.c.store_key).where(_under_key(key_prefix), has_item)
+
+
+def _run(conn: Connection, stmt: sa.Executable, action: str) -> list[Row[Any]]:
+    try:
+        return list(conn.execute(stmt).all())
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, action) from exc
+
+
+def item_rows(conn: Connection, key_prefix: str, *, with_body: bool) -> list[Row[Any]]:
+    """Run :func:`select_item_rows`."""
+    return _run(conn, select_item_rows(key_prefix, with_body=with_body), "searching LangGraph items")
+
+
+def bodies(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:
+    """Run :func:`select_bodies` in chunks of 1,000: ``{file_id: text}`` (``""`` for NULL)."""
+    out: dict[int, str] = {}
+    for chunk in id_chunks(list(file_ids)):
+        for row in _run(conn, select_bodies(chunk), "reading LangGraph items"):
+            out[row.file_id] = row.body or ""
+    return out
+
+
+def namespace_rows(conn: Connection, key_prefix: str) -> list[Row[Any]]:
+    """Run :func:`select_namespace_rows`."""
+    return _run(conn, select_namespace_rows(key_prefix), "listing LangGraph namespaces")
+
+
+def namespace_keys(conn: Connection, key_prefix: str) -> list[str]:
+    """Run :func:`select_namespace_keys`: the store keys (each once)."""
+    rows = _run(conn, select_namespace_keys(key_prefix), "listing LangGraph namespaces")
+    return [r.store_key for r in rows]
+
+
+def select_store_ids(key_prefix: str) -> sa.Select[Any]:
+    """``store_id`` and ``store_key`` of the stores under ``key_prefix``."""
+    return sa.select(stores.c.store_id, stores.c.store_key).where(_under_key(key_prefix))
+
+
+def store_ids(conn: Connection, key_prefix: str) -> list[int]:
+    """Run :func:`select_store_ids`; keep the stores that are exactly LangGraph namespaces."""
+    rows = _run(conn, select_store_ids(key_prefix), "listing LangGraph stores")
+    return sorted(r.store_id for r in rows if namespace_of_key(r.store_key) is not None)

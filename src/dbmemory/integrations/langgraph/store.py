@@ -1,0 +1,585 @@
+"""LangGraph's long-term memory store, in dbmemory's stores: :class:`DbMemoryStore`.
+
+One class for Oracle, PostgreSQL, MariaDB/MySQL and SQLite (LangGraph's own answers are one
+package per database)::
+
+    from dbmemory.db.engine import create_engine
+    from dbmemory.integrations.langgraph import DbMemoryStore
+
+    store = DbMemoryStore(create_engine("sqlite:///memory.db"))
+    store.setup()                                  # dbmemory's schema (once; or `dbmemory db upgrade`)
+    store.put(("users", "u-42"), "prefs", {"drink": "tea"})
+    store.get(("users", "u-42"), "prefs").value    # {'drink': 'tea'}
+    graph = builder.compile(store=store)           # LangGraph hands it to nodes as `store`
+
+**Data.** Each namespace is a shared store of ours and each item one JSON file in it, so caps
+(characters per file, files per store), the audit trail, the expiry job, ``dbmemory files``
+and the MEMORY tool see them like any file (an agent configured with ``scope="shared",
+store_code="lg.users.u-42"`` reads ``/memories/prefs.json``). Namespace ``("users", "u 42")``
+is the store ``shared:lg.users.u_2042``; key ``"prefs"`` the file ``/memories/prefs.json``;
+the encoding is reversible and validated (:mod:`dbmemory.integrations.langgraph.codec`: labels and
+keys keep ASCII letters, digits and ``-`` (keys also ``.``), every other character becomes
+``_XX`` per UTF-8 byte; the store code is at most 200 characters, the path at most 1,000).
+``created_at`` is when the file was first written, ``updated_at`` its last change (aware UTC,
+from the file row; an unchanged value written again keeps both). Values are JSON objects:
+tuples come back as lists, and a ``datetime``, a set or ``nan`` is refused.
+
+**Transactions.** Given an Engine (or a URL, or nothing: ``DBMEMORY_URL``), each
+:meth:`~DbMemoryStore.batch` runs in one transaction of its own and commits it. Given a
+Connection, batches join the caller's transaction and nothing is committed: the caller's
+rollback removes the puts. A batch's puts are all or nothing (one savepoint): a put refused by
+a cap leaves none of the batch. :meth:`~DbMemoryStore.abatch` runs the same work in a worker
+thread (``asyncio.to_thread``; a Connection, or an in-memory SQLite engine's one shared
+connection, is used by one batch at a time); async engines are refused.
+
+**Batches** follow LangGraph's ``InMemoryStore``: reads (get, search, list) see the data as it
+was before the batch's puts, and of several puts of one item the last wins.
+
+**Search.** ``namespace_prefix`` matches whole labels; ``filter`` matches value fields as
+``InMemoryStore`` does (plain values by ``==``, nested dicts field by field, lists by element,
+and ``$eq $ne $gt $gte $lt $lte``), except that an ordering operator on a missing or
+non-numeric field does not match where ``InMemoryStore`` raises. Order: by namespace (labels
+compared as tuples of code points), then key. With a ``query`` the items are ranked by BM25
+(the ``bm25s`` library: its tokenizer, lower-cased words of 2+ characters, no stop words; the
+corpus is the items that pass the prefix and filter; an item's text is every string in its
+value) with the score in ``SearchItem.score``, highest first, ties in the order above; the
+query never drops an item (``InMemoryStore`` without an index ignores the query and returns
+items unscored, in insertion order). ``limit``/``offset`` slice that order (Python slice
+semantics, as ``InMemoryStore``). There is no vector index: a put's ``index`` argument is
+ignored, as by ``InMemoryStore`` made without one. Files of the store that are not items
+(another name, or not a JSON object) are skipped. A search reads the rows of every store under
+the prefix (without their text when there is neither filter nor query: then only the page's
+texts are read), so its cost grows with the namespaces under the prefix.
+
+**Namespaces** (:meth:`list_namespaces`): a namespace is listed while it holds an item (as
+LangGraph's PostgreSQL store; ``InMemoryStore`` also keeps listing one whose items were all
+deleted, or that was only read); prefix and suffix conditions with ``"*"`` wildcards and
+``max_depth`` as LangGraph defines them; sorted as tuples.
+
+**TTL.** There is no per-file deadline: dbmemory's expiry is a database job (``dbmemory
+expire --days N``, or the generated SQL job) that deletes files neither written nor read for N
+days (reads are recorded at most once an hour; the job allows for it). So:
+
+* without ``expiry_days`` (default) ``supports_ttl`` is False, as for ``InMemoryStore``: a put
+  with a ``ttl`` raises ``NotImplementedError``; every item is exempt from the expiry job
+  (LangGraph's ``ttl=None``: never expires);
+* with ``expiry_days=N`` (the N of the job that runs on this database) ``supports_ttl`` is
+  True and the one TTL there is, ``N * 1440`` minutes (:attr:`DbMemoryStore.ttl_minutes`), is
+  accepted: such an item is left to the job and a read (``refresh_ttl``, default
+  ``refresh_on_read``) or a write refreshes it. Any other ``ttl`` raises
+  ``InvalidArgumentError`` naming the accepted one. ``ttl=None`` keeps an item until deleted.
+  Expired items stay visible until the job (or :meth:`DbMemoryStore.sweep_ttl`) deletes them.
+
+Needs the ``langgraph`` extra (``pip install -e ".[langgraph]"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine
+
+from dbmemory.db.dialect.base import is_memory_sqlite
+from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.errors import (
+    CapExceededError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    NotFoundError,
+    extra_hint,
+)
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "the LangGraph store needs the langgraph package: " + extra_hint("langgraph")
+    ) from exc
+
+from dbmemory.core.keys import MAX_COMPONENT_CHARS
+from dbmemory.core.model import Caps, StoreRef
+from dbmemory.core.paths import path_hash
+from dbmemory.db.engine import connect, create_engine
+from dbmemory.db.migrate import upgrade
+from dbmemory.integrations.langgraph import codec
+from dbmemory.integrations.langgraph import sql as lg_sql
+from dbmemory.integrations.langgraph.ranking import bm25_scores
+from dbmemory.store.expiry import expire_files, expire_files_committing, validate_days
+from dbmemory.store.files import put_file
+from dbmemory.store.locks import find_store_id
+from dbmemory.store.moves import delete_file
+from dbmemory.store.statements import reads as st
+from dbmemory.store.touches import touch_after_read
+from dbmemory.store.units import committing, write_unit
+
+__all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]
+
+STORE_CODE_PREFIX = codec.STORE_CODE_PREFIX
+"""Store codes of LangGraph namespaces start with ``lg.`` (store keys with ``shared:lg.``)."""
+
+_MINUTES_PER_DAY = 1440
+
+
+class LangGraphNamespaceError(codec.NamespaceError, InvalidNamespaceError):
+    """A namespace label breaks LangGraph's rules or does not fit a store key: both dbmemory's
+    :class:`~dbmemory.errors.InvalidScopeError` (code ``invalid_namespace``) and LangGraph's
+    ``InvalidNamespaceError``."""
+
+
+class _Get(NamedTuple):
+    index: int
+    namespace: tuple[str, ...]
+    key: str
+    store_key: str | None  # None: the namespace cannot exist
+    path: str | None
+    refresh: bool
+
+
+class _Search(NamedTuple):
+    index: int
+    prefix: tuple[str, ...]
+    key_prefix: str | None
+    filter: Mapping[str, Any] | None
+    limit: int
+    offset: int
+    query: str | None
+    refresh: bool
+
+
+class _List(NamedTuple):
+    index: int
+    conditions: tuple[tuple[str, tuple[str, ...]], ...]
+    key_prefix: str
+    max_depth: int | None
+    limit: int
+    offset: int
+
+
+class _Put(NamedTuple):
+    namespace: tuple[str, ...]
+    key: str
+    store_key: str
+    store_code: str
+    path: str
+    text: str | None  # None: delete
+    exempt: bool
+
+
+def _int(value: object, what: str, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{what} must be a whole number, got {value!r}")
+    return value
+
+
+class DbMemoryStore(BaseStore):
+    """LangGraph ``BaseStore`` on dbmemory's stores (see the module docstring for the rules).
+
+    Args:
+        bind: an Engine (from :func:`dbmemory.create_engine`: on SQLite it sets up the write
+            lock at ``BEGIN``), a URL, ``None`` (``DBMEMORY_URL`` or the embedded SQLite file),
+            or a Connection whose transaction batches join (never committed here).
+        expiry_days: the ``days`` of the expiry job that runs on this database; enables TTL
+            (``supports_ttl``) with the one TTL ``expiry_days * 1440`` minutes. ``None``
+            (default): no TTL, every item exempt from the expiry job.
+        default_ttl: the TTL of a put that gives none, in minutes: ``None`` (default) or the
+            accepted one (needs ``expiry_days``).
+        refresh_on_read: whether reads refresh an item's TTL by default (LangGraph's
+            ``TTLConfig.refresh_on_read``).
+        caps: the caps a namespace's store gets when its first put creates it; ``None``
+            (default): the caps of an agent configuration naming the store, else the defaults
+            (100,000 characters per file, 1,000 files). An existing store keeps its own caps
+            (:func:`dbmemory.set_store_caps`).
+        actor: who writes, in the audit trail (default ``"langgraph"``).
+
+    Raises:
+        InvalidArgumentError: an async engine or connection, an unknown kind of ``bind``, or a
+            bad ``expiry_days``/``default_ttl``/``caps``/``actor``.
+    """
+
+    supports_ttl: bool = False
+    ttl_config: TTLConfig | None = None
+
+    def __init__(
+        self,
+        bind: Engine | Connection | str | URL | None = None,
+        *,
+        expiry_days: float | None = None,
+        default_ttl: float | None = None,
+        refresh_on_read: bool = True,
+        caps: Caps | None = None,
+        actor: str = "langgraph",
+    ) -> None:
+        self._owned = False
+        self._lock = threading.Lock()
+        if bind is None or isinstance(bind, (str, URL)):
+            bind = create_engine(bind)
+            self._owned = True
+        if type(bind).__name__ in ("AsyncEngine", "AsyncConnection"):
+            raise InvalidArgumentError(
+                "DbMemoryStore takes a synchronous Engine or Connection (abatch runs the work in "
+                "a worker thread): pass engine.sync_engine, or dbmemory.create_engine(url)"
+            )
+        if not isinstance(bind, (Engine, Connection)):
+            raise InvalidArgumentError(
+                f"DbMemoryStore needs an Engine, a Connection or a URL, got {type(bind).__name__}"
+            )
+        if caps is not None and not isinstance(caps, Caps):
+            raise InvalidArgumentError(f"caps must be a dbmemory Caps, got {type(caps).__name__}")
+        if not isinstance(actor, str) or not actor:
+            raise InvalidArgumentError("actor must be a non-empty string, e.g. 'langgraph'")
+        if not isinstance(refresh_on_read, bool):
+            raise InvalidArgumentError(f"refresh_on_read must be True or False, got {refresh_on_read!r}")
+        self._bind = bind
+        self._shared_connection = isinstance(bind, Engine) and is_memory_sqlite(bind)
+        self._caps = caps
+        self._actor = actor
+        self.expiry_days: float | None = None
+        if expiry_days is not None:
+            self.expiry_days = validate_days(expiry_days)
+            self.supports_ttl = True
+        if default_ttl is not None:
+            if self.expiry_days is None:
+                raise InvalidArgumentError(
+                    "default_ttl needs expiry_days: TTL here is the database's expiry job "
+                    "(pass expiry_days=N, the N of `dbmemory expire --days N`)"
+                )
+            self._check_ttl(default_ttl)
+        if self.supports_ttl:
+            self.ttl_config = TTLConfig(refresh_on_read=refresh_on_read, default_ttl=default_ttl)
+
+    # -- TTL -------------------------------------------------------------------------------
+
+    @property
+    def ttl_minutes(self) -> float | None:
+        """The one TTL accepted, in minutes (``expiry_days * 1440``), or ``None`` without TTL."""
+        return None if self.expiry_days is None else self.expiry_days * _MINUTES_PER_DAY
+
+    def _check_ttl(self, ttl: object) -> bool:
+        """Whether a put's ``ttl`` leaves the item to the expiry job (else it is exempt)."""
+        if ttl is None:
+            return False
+        minutes = self.ttl_minutes
+        if minutes is None:
+            raise NotImplementedError(
+                "TTL is not supported by this DbMemoryStore: create it with expiry_days=N (the N "
+                "of the expiry job, `dbmemory expire --days N`), or put with ttl=None"
+            )
+        if (
+            isinstance(ttl, bool)
+            or not isinstance(ttl, (int, float))
+            or not math.isclose(float(ttl), minutes, rel_tol=1e-9)
+        ):
+            raise InvalidArgumentError(
+                f"ttl={ttl!r} minutes is not available: items here expire by the database's "
+                f"expiry job, {self.expiry_days:g} days ({minutes:g} minutes) after their last "
+                f"write or read; pass ttl={minutes:g}, or ttl=None to keep the item until deleted",
+                code="unsupported_ttl",
+            )
+        return True
+
+    # -- planning (pure: every op checked before any SQL) ---------------------------------------
+
+    def _plan(self, ops: list[Op]) -> tuple[list[Any], dict[tuple[tuple[str, ...], str], _Put]]:
+        err = LangGraphNamespaceError
+        reads: list[Any] = []
+        puts: dict[tuple[tuple[str, ...], str], _Put] = {}
+        for index, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                namespace = codec.check_labels(op.namespace, "namespace", err)
+                path = codec.path_of(op.key)
+                try:
+                    store_key: str | None = codec.store_key_of(namespace, err) if namespace else None
+                except codec.NamespaceError:
+                    store_key = None  # too long to exist
+                reads.append(_Get(index, namespace, op.key, store_key, path, bool(op.refresh_ttl)))
+            elif isinstance(op, SearchOp):
+                prefix = codec.check_labels(op.namespace_prefix, "namespace prefix", err)
+                codec.check_filter(op.filter)
+                if op.query is not None and not isinstance(op.query, str):
+                    raise InvalidArgumentError(f"query must be text or None, got {type(op.query).__name__}")
+                key_prefix = codec.key_prefix_of(prefix) if prefix else codec.STORE_KEY_PREFIX
+                # A prefix longer than any store key names no store.
+                fits = len(key_prefix) <= len("shared:") + MAX_COMPONENT_CHARS
+                reads.append(
+                    _Search(
+                        index,
+                        prefix,
+                        key_prefix if fits else None,
+                        op.filter,
+                        _int(op.limit, "limit") or 0,
+                        _int(op.offset, "offset") or 0,
+                        op.query,
+                        bool(op.refresh_ttl),
+                    )
+                )
+            elif isinstance(op, ListNamespacesOp):
+                conditions = []
+                for condition in op.match_conditions or ():
+                    kind, path = condition.match_type, condition.path
+                    if kind not in ("prefix", "suffix"):
+                        raise InvalidArgumentError(f"match_type {kind!r} is not 'prefix' or 'suffix'")
+                    conditions.append((kind, codec.check_labels(path, f"{kind} condition", err)))
+                literal: list[str] = []  # the first prefix condition's labels before a "*"
+                for label in next((path for kind, path in conditions if kind == "prefix"), ()):
+                    if label == "*":
+                        break
+                    literal.append(label)
+                key_prefix = codec.key_prefix_of(literal) if literal else codec.STORE_KEY_PREFIX
+                reads.append(
+                    _List(
+                        index,
+                        tuple(conditions),
+                        key_prefix,
+                        _int(op.max_depth, "max_depth", optional=True),
+                        _int(op.limit, "limit") or 0,
+                        _int(op.offset, "offset") or 0,
+                    )
+                )
+            elif isinstance(op, PutOp):
+                namespace = codec.check_labels(op.namespace, "namespace", err)
+                if not namespace:
+                    raise err("namespace is empty: pass at least one label, e.g. ('users', 'u-42')")
+                if namespace[0] == "langgraph":
+                    raise err(f"namespace {namespace!r}: the root label 'langgraph' is reserved by LangGraph")
+                code = codec.store_code_of(namespace, err)
+                path = codec.path_of(op.key)
+                text = None if op.value is None else codec.encode_value(op.value)
+                expiring = False if op.value is None else self._check_ttl(op.ttl)
+                puts[(namespace, op.key)] = _Put(
+                    namespace, op.key, "shared:" + code, code, path, text, not expiring
+                )
+            else:
+                raise InvalidArgumentError(f"unknown LangGraph operation {type(op).__name__}")
+        return reads, puts
+
+    # -- running -----------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph operations (``GetOp``, ``SearchOp``, ``ListNamespacesOp``, ``PutOp``).
+
+        Returns:
+            One result per op, in order: ``Item | None``, ``list[SearchItem]``,
+            ``list[tuple[str, ...]]``, ``None``.
+
+        Raises:
+            LangGraphNamespaceError: a label breaks LangGraph's rules, or a put's namespace does
+                not fit a store key; nothing ran.
+            InvalidArgumentError: a bad key, value, filter, limit or ttl; nothing ran.
+            NotImplementedError: a ``ttl`` without ``expiry_days``.
+            CapExceededError: a put over a cap of its store; none of the batch's puts stay.
+            ConflictError / StorageError: the database refused or failed (retry / see cause).
+        """
+        ops = list(ops)
+        reads, puts = self._plan(ops)
+        if isinstance(self._bind, Connection):
+            with self._lock:
+                return self._run(self._bind, len(ops), reads, puts)
+        single = not reads and self._one_unit(puts)  # e.g. store.put: no savepoint at all
+        batch = committing(self._bind, "committing the store batch", check="get the items", single_unit=single)
+        if self._shared_connection:  # in-memory SQLite: one DB-API connection for the engine
+            with self._lock, batch as conn:
+                return self._run(conn, len(ops), reads, puts)
+        with batch as conn:
+            return self._run(conn, len(ops), reads, puts)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread (``asyncio.to_thread``)."""
+        ops = list(ops)
+        return await asyncio.to_thread(self.batch, ops)
+
+    def _run(self, conn: Connection, count: int, reads: list[Any], puts: dict[Any, _Put]) -> list[Result]:
+        results: list[Result] = [None] * count
+        for read in reads:
+            if isinstance(read, _Get):
+                results[read.index] = self._get(conn, read)
+            elif isinstance(read, _Search):
+                results[read.index] = self._search(conn, read)
+            else:
+                results[read.index] = self._list(conn, read)
+        if self._one_unit(puts):  # the put's own write unit is the batch's: no outer savepoint
+            for put in puts.values():
+                self._put(conn, put)
+            return results
+        if puts:
+            with write_unit(conn, "writing LangGraph items"):
+                for put in puts.values():
+                    self._put(conn, put)
+        return results
+
+    @staticmethod
+    def _one_unit(puts: dict[Any, _Put]) -> bool:
+        """Whether the puts are one write unit of :mod:`dbmemory.store` (one put or delete, no
+        TTL refresh after it): its own atomicity is the batch's."""
+        return len(puts) == 1 and all(p.text is None or p.exempt for p in puts.values())
+
+    def _refreshes(self, refresh: bool, exempt: bool) -> bool:
+        return refresh and self.supports_ttl and not exempt
+
+    def _touch(self, conn: Connection, row: Any, path: str) -> bool:
+        """Record a read; ``False`` when the file was removed meanwhile."""
+        try:
+            touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
+        except NotFoundError:
+            return False
+        return True
+
+    def _get(self, conn: Connection, op: _Get) -> Item | None:
+        if op.store_key is None or op.path is None:
+            return None
+        try:
+            row = conn.execute(
+                st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)}
+            ).first()
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate_db_error(exc, f"reading {op.path}") from exc
+        if row is None:
+            return None
+        value = codec.decode_value(row.body or "")
+        if value is None:  # not JSON, or not an object: not an item, as search and list skip it
+            return None
+        if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, op.path):
+            return None
+        return Item(
+            value=value, key=op.key, namespace=op.namespace,
+            created_at=row.created_at, updated_at=row.updated_at,
+        )
+
+    def _search(self, conn: Connection, op: _Search) -> list[SearchItem]:
+        if op.key_prefix is None:
+            return []
+        with_body = bool(op.filter) or op.query is not None
+        found = []
+        for row in lg_sql.item_rows(conn, op.key_prefix, with_body=with_body):
+            namespace = codec.namespace_of_key(row.store_key)
+            if namespace is None or namespace[: len(op.prefix)] != op.prefix:
+                continue
+            key = codec.key_of_path(row.file_path)
+            if key is None:
+                continue
+            value = None
+            if with_body:
+                value = codec.decode_value(row.body or "")
+                if value is None or not codec.matches_filter(value, op.filter):
+                    continue
+            found.append([namespace, key, row, value, None])
+        found.sort(key=lambda f: (f[0], f[1]))
+        if op.query is not None:
+            for entry, score in zip(found, bm25_scores(op.query, [codec.text_of_value(f[3]) for f in found]), strict=True):
+                entry[4] = score
+            found.sort(key=lambda f: -f[4])  # stable: ties keep namespace, key order
+        page = found[op.offset : op.offset + op.limit]
+        if not with_body:
+            texts = lg_sql.bodies(conn, [f[2].file_id for f in page])
+            for entry in page:
+                entry[3] = codec.decode_value(texts.get(entry[2].file_id, ""))
+        out = []
+        for namespace, key, row, value, score in page:
+            if value is None:  # not a JSON object (or removed meanwhile)
+                continue
+            path = row.file_path
+            if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, path):
+                continue
+            out.append(
+                SearchItem(
+                    namespace=namespace, key=key, value=value,
+                    created_at=row.created_at, updated_at=row.updated_at, score=score,
+                )
+            )
+        return out
+
+    def _list(self, conn: Connection, op: _List) -> list[tuple[str, ...]]:
+        names = set()
+        for store_key in lg_sql.namespace_keys(conn, op.key_prefix):  # one row per store
+            namespace = codec.namespace_of_key(store_key)
+            if namespace is not None and codec.matches_conditions(namespace, op.conditions):
+                names.add(namespace)
+        if op.max_depth is not None:
+            names = {n[: op.max_depth] for n in names}
+        return sorted(names)[op.offset : op.offset + op.limit]
+
+    def _put(self, conn: Connection, op: _Put) -> None:
+        if op.text is None:
+            store_id = find_store_id(conn, op.store_key)
+            if store_id is not None:
+                delete_file(conn, store_id, op.path, actor=self._actor)
+            return
+        store = StoreRef(op.store_key, "shared", store_code=op.store_code, caps=self._caps)
+        try:
+            record = put_file(conn, store, op.path, op.text, expiry_exempt=op.exempt, actor=self._actor)
+        except CapExceededError as exc:
+            raise CapExceededError(
+                f"item {op.key!r} of namespace {op.namespace!r} was refused: {exc.message}",
+                cap=exc.cap, limit=exc.limit, actual=exc.actual,
+            ) from exc
+        if not op.exempt:  # a write refreshes the TTL, also when the value is unchanged
+            touch_after_read(conn, record.file_id, record.last_accessed_at, None, path=op.path)
+
+    # -- set-up and housekeeping -------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create or upgrade dbmemory's schema (:func:`dbmemory.upgrade`; the same as
+        ``dbmemory db upgrade``). With a Connection, the caller commits."""
+        upgrade(self._bind)
+
+    def sweep_ttl(self) -> int:
+        """Run the expiry job now on the LangGraph stores only: delete the items (TTL given)
+        neither written nor read for ``expiry_days`` days. Returns the number deleted.
+
+        With an Engine each store's batches commit; with a Connection they join its
+        transaction (:func:`dbmemory.expire_files`).
+
+        Raises:
+            NotImplementedError: the store was made without ``expiry_days``.
+        """
+        if self.expiry_days is None:
+            raise NotImplementedError("sweep_ttl needs expiry_days: create the store with expiry_days=N")
+        if isinstance(self._bind, Connection):
+            with self._lock:
+                ids = lg_sql.store_ids(self._bind, codec.STORE_KEY_PREFIX)
+                return sum(expire_files(self._bind, days=self.expiry_days, store_id=i) for i in ids)
+        with connect(self._bind, "listing the LangGraph stores") as conn:
+            ids = lg_sql.store_ids(conn, codec.STORE_KEY_PREFIX)
+        return sum(expire_files_committing(self._bind, days=self.expiry_days, store_id=i) for i in ids)
+
+    def close(self) -> None:
+        """Dispose of the engine this store made from a URL (a given Engine or Connection is
+        the caller's and is left alone)."""
+        if self._owned and isinstance(self._bind, Engine):
+            self._bind.dispose()
+
+    def __enter__(self) -> DbMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(cls, url: str | URL, **kwargs: Any) -> Iterator[DbMemoryStore]:
+        """A store on a new engine for ``url``, disposed of on exit (like LangGraph's
+        ``PostgresStore.from_conn_string``)."""
+        store = cls(url, **kwargs)
+        try:
+            yield store
+        finally:
+            store.close()

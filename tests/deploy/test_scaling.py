@@ -1,0 +1,185 @@
+"""Issue 13, docs/scaling.md: every hot-path statement the package builds touches one store.
+
+The hot path is what a MEMORY tool command, a read's touch and a write's audit event run
+(:data:`HOT_PATH`); each must filter by one store, by ``store_id`` or ``store_key`` compared
+with a parameter (or, for an INSERT, carry the store's id/key as a value), so that with the
+store as the shard key (Citus distribution column ``store_id``, Vitess/Oracle Sharding key)
+every one can be routed to one shard. Statements that reach one file row by its primary key
+alone are listed in :data:`BY_FILE_ID` (docs/scaling.md says what to add for a router query);
+the cross-store statements (expiry, admin reports, configuration) in :data:`CROSS_STORE`.
+Every statement of :func:`dbmemory.store.statements.reads.example_statements` must be in one list, so a new
+statement cannot skip the check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import operators, visitors
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
+
+from dbmemory.store.statements.examples import example_statements
+
+HOT_PATH = frozenset(
+    {
+        "select_store_id",
+        "lock_store_by_key",
+        "lock_store_by_id",
+        "insert_store",
+        "bump_store",
+        "insert_audit_bump",
+        "set_store_caps",
+        "select_file",
+        "select_file_for_update",
+        "select_file_by_key",
+        "lock_store_and_file",
+        "lock_store_with_file",
+        "select_file_meta",
+        "select_listing",
+        "select_listing_dir",
+        "select_listing_dir_any",
+        "select_listing_by_key",
+        "select_listing_dir_by_key",
+        "select_sizes",
+        "select_sizes_dir",
+        "select_sizes_by_key",
+        "select_sizes_dir_by_key",
+        "select_write_facts",
+        "select_write_facts_top",
+        "insert_file",
+        "insert_audit",
+        "select_file_read",
+        "select_file_read_by_key",
+        # the short write path (store counters, indexed prefix check)
+        "select_store_key",
+        "adjust_store",
+        "insert_audit_adjust",
+        "claim_file_slot",
+        "claim_file_slot_by_key",
+        "insert_file_if_free",
+        # a one-file delete in three statements (issue 12)
+        "uncount_file_subquery",
+        "uncount_file_subquery_by_key",
+        "insert_audit_of_file",
+        "delete_file_at",
+        "insert_file_if_free_top",
+        "insert_file_if_free_scan_top",
+        "select_byte_sizes",
+    }
+)
+"""Hot-path statements that name their store."""
+
+BY_FILE_ID = frozenset(
+    {
+        "update_file",
+        "update_file_exempt",
+        "delete_files_by_id",
+        "delete_file_by_id",
+        "move_file",
+        "select_file_alive",
+        "insert_file_read",
+        "update_file_read",
+        "upsert_file_read_oracle",
+    }
+)
+"""Hot-path statements that reach rows of one store by file id (the file was found by a
+store-filtered statement of the same command first); not router queries on Citus as they are."""
+
+CROSS_STORE = frozenset(
+    {
+        # expiry: every store (or one, by id), batches of file ids
+        "select_job_lock",
+        "select_expiry_candidates",
+        "select_expiry_candidates_store",
+        "lock_expiry_stores",
+        "delete_expired",
+        "insert_expired_audit",
+        "select_files_left",
+        "select_store_keys",
+        "delete_file_reads_by_id",
+        "select_orphan_reads",
+        "count_expirable",
+        "count_expirable_store",
+        # admin: stores of an agent, drop_stores, totals, configuration caps
+        "select_configured_caps_shared",
+        "select_configured_caps_global",
+        "select_configured_caps_agent",
+        "update_configured_store_caps",
+        "update_configured_store_caps_shared",
+        "select_stores_of_agent",
+        "lock_stores_by_id",
+        "lock_stores_by_id_1000",
+        "lock_stores_by_key",
+        "select_store_totals",
+        "delete_store_files",
+        "delete_stores",
+        # agent configuration (dbm_agents: a small reference table)
+        "select_agent",
+        "select_agent_for_update",
+        "select_agents",
+        "insert_agent",
+        "update_agent",
+    }
+)
+
+STORE_COLUMNS = ("store_id", "store_key")
+
+
+def _is_parameter(element: Any) -> bool:
+    return isinstance(element, BindParameter) or isinstance(
+        element, (sa.sql.elements.Grouping, sa.sql.selectable.ScalarSelect)
+    ) and _filters_by_store(getattr(element, "element", element))
+
+
+def _store_column(element: Any) -> bool:
+    return isinstance(element, sa.Column) and element.name in STORE_COLUMNS
+
+
+def _filters_by_store(stmt: Any) -> bool:
+    """Some ``<table>.store_id|store_key = <parameter or store-filtered scalar subquery>``."""
+    for element in visitors.iterate(stmt):
+        if isinstance(element, BinaryExpression) and element.operator is operators.eq:
+            left, right = element.left, element.right
+            if _store_column(left) and _is_parameter(right):
+                return True
+            if _store_column(right) and _is_parameter(left):
+                return True
+    return False
+
+
+def _inserts_store(stmt: Any) -> bool:
+    if not isinstance(stmt, sa.Insert):
+        return False
+    compiled = stmt.compile()  # the values given to .values(): store_id / store_key among them
+    return stmt.table.name in ("dbm_stores", "dbm_files", "dbm_audit_events") and any(
+        compiled.params.get(name) is not None for name in STORE_COLUMNS
+    )
+
+
+def test_every_statement_is_classified() -> None:
+    names = set(example_statements())
+    lists = [HOT_PATH, BY_FILE_ID, CROSS_STORE]
+    assert not (HOT_PATH & BY_FILE_ID or HOT_PATH & CROSS_STORE or BY_FILE_ID & CROSS_STORE)
+    assert names == set().union(*lists), (
+        f"unclassified: {sorted(names - set().union(*lists))}; "
+        f"gone: {sorted(set().union(*lists) - names)}"
+    )
+
+
+def test_every_hot_path_statement_filters_by_one_store() -> None:
+    statements = example_statements()
+    missing = [
+        name
+        for name in sorted(HOT_PATH)
+        if not (_filters_by_store(statements[name]) or _inserts_store(statements[name]))
+    ]
+    assert missing == [], missing
+
+
+def test_the_by_file_id_statements_really_lack_a_store_filter() -> None:
+    """The list is exact: a statement that gains a store filter moves to HOT_PATH (and
+    docs/scaling.md's list of non-router statements shrinks)."""
+    statements = example_statements()
+    gained = [name for name in sorted(BY_FILE_ID) if _filters_by_store(statements[name])]
+    assert gained == [], gained
