@@ -33,21 +33,9 @@ from urllib.parse import urlsplit
 from dbmemory.errors import MissingDependencyError, ModelError, extra_hint
 
 __all__ = [
-    "Usage",
-    "ToolCall",
-    "Completion",
-    "CompleteFn",
-    "complete",
-    "acomplete",
-    "normalize_response",
-    "embed",
-    "cost",
-    "LLM_EXTRA_HINT",
-    "check_model",
-    "preflight",
-    "model_error",
-    "PYTHON_STAND_IN",
-    "CLI_STAND_IN",
+    "Usage", "ToolCall", "Completion", "CompleteFn", "complete", "acomplete", "normalize_response",
+    "embed", "cost", "LLM_EXTRA_HINT", "check_model", "preflight", "model_error",
+    "PYTHON_STAND_IN", "CLI_STAND_IN",
 ]
 
 LLM_EXTRA_HINT = extra_hint("llm")
@@ -331,6 +319,10 @@ _KEY_BY_PROVIDER = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"
 """The key variable of the providers of bare model names (``gpt-4o-mini``, ``claude-...``)."""
 
 
+_LITELLM_CALLS = (complete, acomplete)
+"""This module's own model calls, as defined (a host or a test may replace the names)."""
+
+
 def default_call_is_litellm() -> bool:
     """Whether this module's :func:`complete` (looked up now: a host or a test may replace it)
     is still the litellm call, so that :func:`preflight` would check the model."""
@@ -559,7 +551,6 @@ def preflight(
     check_model(model, api_key=kw.get("api_key"), api_base=kw.get("api_base"))
 
 
-_LITELLM_CALLS = (complete, acomplete)
 def embed(model: str, texts: list[str], *, timeout: float | None = None, **kwargs: Any) -> list[list[float]]:
     """Embed texts through ``litellm.embedding`` (memory-item selection by embeddings).
 
