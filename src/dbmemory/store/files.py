@@ -171,36 +171,33 @@ def create_file(
     with savepoint(conn, f"creating {path}"):
         refuse_reserved_store(conn, store, "write")
         made = _create_claimed(conn, store, path, text, expiry_exempt, actor)
-        if made is not None:
-            return made
-        store_id, store_key, caps, (count, total) = lock_store_caps(conn, store)
-        check_file_chars(caps, path, len(text), None)
-        facts = file_facts(conn, store_id, path)
-        if facts.same:
-            raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
-        check_new_file_shape(facts, path)
-        check_store_caps(
-            caps,
-            file_count=count,
-            total_chars=total,
-            add_files=1,
-            add_chars=len(text),
-            path=path,
-        )
-        now = utcnow()
-        result = conn.execute(
-            INSERT_FILE,
-            insert_file_params(
-                store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt
-            ),
-        )
-        audit_write(
-            conn,
-            store_id,
-            [audit_event(store_id, store_key, path, "create", actor, None, len(text))],
-            1,
-            len(text),
-        )
+        if made is None:
+            made = _create_locked(conn, store, path, text, expiry_exempt, actor)
+    return made
+
+
+def _create_locked(
+    conn: Connection, store: StoreArg, path: str, text: str, expiry_exempt: bool, actor: str
+) -> FileRecord:
+    """The long path of a new file, where :func:`_create_claimed` does not apply: lock the
+    store row (creating a StoreRef's), check the file cap, that the path is free and its
+    parents are no files, and the store caps, in that order; insert the file and its event."""
+    store_id, store_key, caps, (count, total) = lock_store_caps(conn, store)
+    check_file_chars(caps, path, len(text), None)
+    facts = file_facts(conn, store_id, path)
+    if facts.same:
+        raise AlreadyExistsError(f"file {path} already exists", code="already_exists")
+    check_new_file_shape(facts, path)
+    check_store_caps(
+        caps, file_count=count, total_chars=total, add_files=1, add_chars=len(text), path=path
+    )
+    now = utcnow()
+    result = conn.execute(
+        INSERT_FILE,
+        insert_file_params(store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt),
+    )
+    event = audit_event(store_id, store_key, path, "create", actor, None, len(text))
+    audit_write(conn, store_id, [event], 1, len(text))
     return _new_record(store_id, _inserted_id(result), path, text, now, expiry_exempt)
 
 
@@ -323,13 +320,7 @@ def edit_file(
             conn, store, known_id, path
         )
         if row is None:
-            probe = {"p_sid": store_id, **st.prefix_params(path)}
-            if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
-                raise InvalidPathError(
-                    f"{path} is a directory, not a file: edit a file inside it",
-                    code="is_directory",
-                )
-            raise NotFoundError(f"the path {path} does not exist")
+            raise _no_file_error(conn, store_id, path)
         old = record(row)
         new_text, extra = transform(old.text, caps) if pass_caps else transform(old.text)
         validate_text(new_text)
@@ -339,37 +330,41 @@ def edit_file(
         grow = len(new_text) - old.chars
         if caps.max_store_chars is not None and grow > 0:
             check_store_caps(
-                caps,
-                file_count=count,
-                total_chars=total,
-                add_files=0,
-                add_chars=grow,
-                path=path,
+                caps, file_count=count, total_chars=total, add_files=0, add_chars=grow, path=path
             )
         now = utcnow()
-        _write_text(
-            conn,
-            store_id,
-            old,
-            new_text,
-            now,
-            audit_event(store_id, store_key, path, action, actor, old.chars, len(new_text)),
-            doing="edited",
+        event = audit_event(store_id, store_key, path, action, actor, old.chars, len(new_text))
+        _write_text(conn, store_id, old, new_text, now, event, doing="edited")
+    return _replaced_record(store_id, path, old, new_text, now, old.expiry_exempt), extra
+
+
+def _no_file_error(conn: Connection, store_id: int, path: str) -> InvalidPathError | NotFoundError:
+    """Why no file is at ``path`` (the caller holds the store lock): a directory is there
+    (``is_directory``), or nothing is."""
+    probe = {"p_sid": store_id, **st.prefix_params(path)}
+    if conn.execute(st.SELECT_LISTING_DIR_ANY, probe).first() is not None:
+        return InvalidPathError(
+            f"{path} is a directory, not a file: edit a file inside it", code="is_directory"
         )
-    return (
-        FileRecord(
-            path=path,
-            chars=len(new_text),
-            version=old.version + 1,
-            created_at=old.created_at,
-            updated_at=now,
-            last_accessed_at=now,
-            text=new_text,
-            store_id=store_id,
-            file_id=old.file_id,
-            expiry_exempt=old.expiry_exempt,
-        ),
-        extra,
+    return NotFoundError(f"the path {path} does not exist")
+
+
+def _replaced_record(
+    store_id: int, path: str, old: FileRecord, text: str, now: dt.datetime, expiry_exempt: bool
+) -> FileRecord:
+    """The record of the locked file ``old`` at ``path`` after its text became ``text`` at
+    ``now`` (no read-back: one version up, the same id and creation time)."""
+    return FileRecord(
+        path=path,
+        chars=len(text),
+        version=old.version + 1,
+        created_at=old.created_at,
+        updated_at=now,
+        last_accessed_at=now,
+        text=text,
+        store_id=store_id,
+        file_id=old.file_id,
+        expiry_exempt=expiry_exempt,
     )
 
 
@@ -516,27 +511,11 @@ def _put_over(
     put.check_file_cap(old.chars)
     put.check_store_cap(add_files=0, add_chars=len(put.text) - old.chars)
     _write_text(
-        put.conn,
-        put.store_id,
-        old,
-        put.text,
-        put.now,
-        put.event(old.chars),
-        doing="written",
+        put.conn, put.store_id, old, put.text, put.now, put.event(old.chars), doing="written",
         expiry_exempt=expiry_exempt,
     )
-    return FileRecord(
-        path=put.path,
-        chars=len(put.text),
-        version=old.version + 1,
-        created_at=old.created_at,
-        updated_at=put.now,
-        last_accessed_at=put.now,
-        text=put.text,
-        store_id=put.store_id,
-        file_id=old.file_id,
-        expiry_exempt=old.expiry_exempt if expiry_exempt is None else bool(expiry_exempt),
-    )
+    exempt = old.expiry_exempt if expiry_exempt is None else bool(expiry_exempt)
+    return _replaced_record(put.store_id, put.path, old, put.text, put.now, exempt)
 
 
 def _check_expected(

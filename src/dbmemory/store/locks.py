@@ -219,51 +219,69 @@ def lock_store_caps(conn: Connection, store: StoreArg) -> tuple[int, str, Caps, 
     back one caller's *whole* transaction (its savepoint is gone with it).
     """
     if isinstance(store, StoreRef):
-        known = store.store_id
-        if known is None:
-            known = conn.execute(
-                st.SELECT_STORE_ID, {"p_key": store.store_key}
-            ).scalar_one_or_none()
-        if known is not None:
-            row = _locking(conn, st.LOCK_STORE_BY_ID, {"p_sid": known}, f"store {store.store_key}")
-            if row is not None and row.store_key == store.store_key:
-                refuse_reserved(row.store_key, "write")
-                return row.store_id, row.store_key, caps_of_row(row), _counts(row)
-        refuse_reserved(store.store_key, "write")
-        new_caps = creation_caps(conn, store)
-        try:
-            with conn.begin_nested():
-                now = utcnow()
-                conn.execute(
-                    insert_store_statement(conn, st.INSERT_STORE),
-                    {
-                        "store_key": store.store_key,
-                        "scope_name": store.scope,
-                        "agent_code": store.agent_code,
-                        "store_code": store.store_code,
-                        "created_at": now,
-                        "updated_at": now,
-                        **caps_values(new_caps),
-                    },
-                )
-        except sa.exc.IntegrityError:
-            pass  # created concurrently: lock theirs
-        row = _locking(
-            conn, st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}, f"store {store.store_key}"
-        )
-        if row is None:
-            if snapshot_isolation(conn):
-                # created by a writer that committed after this transaction's snapshot
-                # (REPEATABLE READ / SERIALIZABLE): it cannot be seen, so it cannot be written
-                raise _serialization_error(f"opening {store.store_key}")
-            # dropped (drop_stores) by another transaction while this one waited
-            raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
+        row = _lock_store_ref(conn, store)
         return row.store_id, row.store_key, caps_of_row(row), _counts(row)
     row = _locking(conn, st.LOCK_STORE_BY_ID, {"p_sid": store}, f"store {store}")
     if row is None:
         raise NotFoundError(f"store {store} does not exist: check the store id")
     refuse_reserved(row.store_key, "write")
     return row.store_id, row.store_key, caps_of_row(row), _counts(row)
+
+
+def _lock_store_ref(conn: Connection, store: StoreRef) -> Any:
+    """The locked row of ``store`` (:func:`lock_store_caps`): by its id when it is known or
+    found without a lock, else after inserting it (:func:`_insert_store_row`) by its key.
+
+    Raises:
+        ReservedStoreError: the key is reserved (:func:`dbmemory.store.owners.refuse_reserved`).
+        ConflictError: the row cannot be seen from this transaction's snapshot (a serialisation
+            failure), or it was dropped while this transaction waited.
+    """
+    known = store.store_id
+    if known is None:
+        known = conn.execute(st.SELECT_STORE_ID, {"p_key": store.store_key}).scalar_one_or_none()
+    if known is not None:
+        row = _locking(conn, st.LOCK_STORE_BY_ID, {"p_sid": known}, f"store {store.store_key}")
+        if row is not None and row.store_key == store.store_key:
+            refuse_reserved(row.store_key, "write")
+            return row
+    refuse_reserved(store.store_key, "write")
+    _insert_store_row(conn, store)
+    row = _locking(
+        conn, st.LOCK_STORE_BY_KEY, {"p_key": store.store_key}, f"store {store.store_key}"
+    )
+    if row is None:
+        if snapshot_isolation(conn):
+            # created by a writer that committed after this transaction's snapshot
+            # (REPEATABLE READ / SERIALIZABLE): it cannot be seen, so it cannot be written
+            raise _serialization_error(f"opening {store.store_key}")
+        # dropped (drop_stores) by another transaction while this one waited
+        raise ConflictError(f"store {store.store_key} was dropped meanwhile: retry")
+    return row
+
+
+def _insert_store_row(conn: Connection, store: StoreRef) -> None:
+    """Insert ``store``'s row with the caps of its configuration
+    (:func:`dbmemory.store.caps.creation_caps`), in a savepoint: a row another transaction
+    created first (an ``IntegrityError``) is left for the caller to lock."""
+    new_caps = creation_caps(conn, store)
+    try:
+        with conn.begin_nested():
+            now = utcnow()
+            conn.execute(
+                insert_store_statement(conn, st.INSERT_STORE),
+                {
+                    "store_key": store.store_key,
+                    "scope_name": store.scope,
+                    "agent_code": store.agent_code,
+                    "store_code": store.store_code,
+                    "created_at": now,
+                    "updated_at": now,
+                    **caps_values(new_caps),
+                },
+            )
+    except sa.exc.IntegrityError:
+        pass  # created concurrently: lock theirs
 
 
 def refuse_reserved_store(conn: Connection, store: StoreArg, action: str) -> None:

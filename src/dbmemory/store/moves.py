@@ -250,50 +250,84 @@ def rename_path(
         if row is not None:
             moves = [(row.file_id, row.file_path, new_path, row.version_no, row.char_count)]
         else:
-            victims = _files_under(conn, store_id, old_path)
-            if not victims:
-                raise NotFoundError(f"the path {old_path} does not exist")
-            moves = []
-            for v in victims:
-                target = new_path + v.file_path[len(old_path) :]
-                if len(target) > 1000:
-                    raise InvalidPathError(
-                        f"moving {v.file_path} would make a path of {len(target)} characters; "
-                        "the limit is 1,000: choose a shorter destination",
-                        code="path_too_long",
-                    )
-                moves.append((v.file_id, v.file_path, target, v.version_no, v.char_count))
-        facts = file_facts(conn, store_id, new_path)
-        if facts.same or facts.descendants:
-            raise AlreadyExistsError(
-                f"{new_path} already exists: delete it first or choose another name",
-                code="already_exists",
-            )
-        if facts.ancestor_files:
-            check_new_file_shape(facts, new_path)
-        now = utcnow()
-        counted = len(moves) == 1 and counted_file_update(conn)
-        for file_id, _old, target, version, _chars in moves:
-            conn.execute(
-                MOVE_FILE_COUNTED if counted else MOVE_FILE,
-                {
-                    "p_fid": file_id,
-                    "p_path": target,
-                    "p_hash": path_hash(target),
-                    "p_new_version": version + 1,
-                    "p_now": now,
-                    **({"p_sid": store_id} if counted else {}),
-                },
-            )
-        events = [
-            audit_event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
-            for _id, old, target, _v, chars in moves
-        ]
-        if counted:  # the move also marked the store row as written
-            audit(conn, events)
-        else:
-            audit_write(conn, store_id, events)
+            moves = _directory_moves(conn, store_id, old_path, new_path)
+        _refuse_taken(conn, store_id, new_path)
+        _apply_moves(conn, store_id, store_key, moves, actor)
         return len(moves)
+
+
+_Move = tuple[int, str, str, int, int]
+"""One file of a rename: ``(file_id, old path, new path, version, chars)``."""
+
+
+def _directory_moves(conn: Connection, store_id: int, old_path: str, new_path: str) -> list[_Move]:
+    """The files under the directory ``old_path`` and where each goes under ``new_path``.
+
+    Raises:
+        NotFoundError: no file is under ``old_path``.
+        InvalidPathError: a new path would be over 1,000 characters (``path_too_long``).
+    """
+    victims = _files_under(conn, store_id, old_path)
+    if not victims:
+        raise NotFoundError(f"the path {old_path} does not exist")
+    moves = []
+    for v in victims:
+        target = new_path + v.file_path[len(old_path) :]
+        if len(target) > 1000:
+            raise InvalidPathError(
+                f"moving {v.file_path} would make a path of {len(target)} characters; "
+                "the limit is 1,000: choose a shorter destination",
+                code="path_too_long",
+            )
+        moves.append((v.file_id, v.file_path, target, v.version_no, v.char_count))
+    return moves
+
+
+def _refuse_taken(conn: Connection, store_id: int, new_path: str) -> None:
+    """A rename's destination must be free and have no file as a parent.
+
+    Raises:
+        AlreadyExistsError: a file or a directory is at ``new_path``.
+        InvalidPathError: a parent of ``new_path`` is a file.
+    """
+    facts = file_facts(conn, store_id, new_path)
+    if facts.same or facts.descendants:
+        raise AlreadyExistsError(
+            f"{new_path} already exists: delete it first or choose another name",
+            code="already_exists",
+        )
+    if facts.ancestor_files:
+        check_new_file_shape(facts, new_path)
+
+
+def _apply_moves(
+    conn: Connection, store_id: int, store_key: str, moves: list[_Move], actor: str
+) -> None:
+    """Move each file of ``moves`` (one version up) and write one ``rename`` event each, under
+    the store lock the caller holds: one file on MySQL/MariaDB moves and marks the store row in
+    one multi-table ``UPDATE`` (:func:`dbmemory.db.dialect.writes.counted_file_update`)."""
+    now = utcnow()
+    counted = len(moves) == 1 and counted_file_update(conn)
+    for file_id, _old, target, version, _chars in moves:
+        conn.execute(
+            MOVE_FILE_COUNTED if counted else MOVE_FILE,
+            {
+                "p_fid": file_id,
+                "p_path": target,
+                "p_hash": path_hash(target),
+                "p_new_version": version + 1,
+                "p_now": now,
+                **({"p_sid": store_id} if counted else {}),
+            },
+        )
+    events = [
+        audit_event(store_id, store_key, old, "rename", actor, chars, chars, detail=target)
+        for _id, old, target, _v, chars in moves
+    ]
+    if counted:  # the move also marked the store row as written
+        audit(conn, events)
+    else:
+        audit_write(conn, store_id, events)
 
 
 def clear_store_files(conn: Connection, store_id: int, *, actor: str = "admin") -> int:
