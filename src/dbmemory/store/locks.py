@@ -11,7 +11,7 @@ first (:func:`lock_store`, :func:`lock_store_caps`, :func:`lock_store_and_file`,
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -93,7 +93,7 @@ class savepoint:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> Literal[False]:  # never swallows the exception: it propagates, or a translated one
+    ) -> None:  # never swallows the exception: it propagates, or a translated one
         try:
             self._unit.__exit__(exc_type, exc, tb)
         except ConflictError as error:
@@ -101,7 +101,6 @@ class savepoint:
             raise
         if isinstance(exc, ConflictError):
             self._raise_serialization(exc)
-        return False
 
     def _raise_serialization(self, exc: ConflictError) -> None:
         cause = exc.__cause__

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -365,9 +365,9 @@ class _SingleUnit:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> Literal[False]:  # never swallows the exception: it propagates, or a translated one
+    ) -> None:  # never swallows the exception: it propagates, or a translated one
         if exc is None:
-            return False
+            return
         reason = (
             lost_transaction_reason(exc, self._conn)
             if isinstance(exc, sa.exc.SQLAlchemyError)
@@ -384,7 +384,6 @@ class _SingleUnit:
                     f"{self._action} failed because {reason}; nothing was changed: retry the command"
                 ) from exc
             raise translate_db_error(exc, self._action) from exc
-        return False
 
 
 def _own(conn: Connection) -> bool:
@@ -426,7 +425,7 @@ class _Savepoint:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> Literal[False]:  # never swallows the exception: it propagates, or a translated one
+    ) -> None:  # never swallows the exception: it propagates, or a translated one
         try:
             self._tx.__exit__(exc_type, exc, tb)  # RELEASE, or ROLLBACK TO on an exception
         except DbMemoryError:
@@ -435,7 +434,6 @@ class _Savepoint:
             raise _savepoint_error(self._conn, self._action, error) from error
         if isinstance(exc, sa.exc.SQLAlchemyError):
             raise _savepoint_error(self._conn, self._action, exc) from exc
-        return False
 
 
 def _savepoint_error(conn: Connection, action: str, exc: sa.exc.SQLAlchemyError) -> DbMemoryError:
