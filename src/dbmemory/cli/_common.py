@@ -2,7 +2,9 @@
 
 Import cost matters here: ``dbmemory --help`` imports this module, so it imports only typer and
 dbmemory's light modules (:mod:`dbmemory.errors`). SQLAlchemy, alembic, pydantic-settings and
-rich are imported inside the functions that need them.
+rich come with the command modules, which :class:`LazyCommand` imports when their command runs;
+the translation of a SQLAlchemy error (:mod:`dbmemory.db.dialect.errors`) is imported by name
+only once SQLAlchemy raised one.
 
 Exit codes (also in ``dbmemory --help``):
 
