@@ -439,11 +439,7 @@ def _expire_batch(
     ids = [r.file_id for r in candidates]
     if not ids:
         return ids, 0
-    wanted = sorted({r.store_id for r in candidates})
-    keys: dict[int, str] = {}
-    for chunk in id_chunks(wanted):
-        lock = lock_skip_locked(lock_stores_by_id(chunk), conn)
-        keys.update((sid, key) for sid, key in conn.execute(lock))
+    keys = _lock_free_stores(conn, sorted({r.store_id for r in candidates}))
     mine = [r for r in candidates if r.store_id in keys]
     if _after_candidates is not None:
         _after_candidates(conn, ids)
@@ -480,16 +476,36 @@ def _expire_batch(
     if gone:
         conn.execute(DELETE_FILE_READS_BY_ID, {"p_ids": [g[0] for g in gone]})
         if not joined:
-            deltas: dict[int, list[int]] = {}
-            for _fid, sid, _path, chars in gone:
-                d = deltas.setdefault(sid, [0, 0])
-                d[0] -= 1
-                d[1] -= chars
-            conn.execute(
-                st.ADJUST_STORE,
-                [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
-            )
+            _uncount_expired(conn, gone, now)
     return ids, len(gone)
+
+
+def _lock_free_stores(conn: Connection, store_ids: list[int]) -> dict[int, str]:
+    """Lock the rows of ``store_ids`` that no writer holds (``SKIP LOCKED``, in IN lists of
+    :func:`dbmemory.store.statements.bulk.id_chunks`); ``{store_id: store_key}`` of those
+    locked."""
+    keys: dict[int, str] = {}
+    for chunk in id_chunks(store_ids):
+        lock = lock_skip_locked(lock_stores_by_id(chunk), conn)
+        keys.update((sid, key) for sid, key in conn.execute(lock))
+    return keys
+
+
+def _uncount_expired(
+    conn: Connection, gone: list[tuple[int, int, str, int]], now: dt.datetime
+) -> None:
+    """Move the counters of each store by the files of ``gone`` (``(file_id, store_id, path,
+    chars)`` rows) the batch deleted: one executemany of
+    :data:`~dbmemory.store.statements.reads.ADJUST_STORE`, in store order."""
+    deltas: dict[int, list[int]] = {}
+    for _fid, sid, _path, chars in gone:
+        d = deltas.setdefault(sid, [0, 0])
+        d[0] -= 1
+        d[1] -= chars
+    conn.execute(
+        st.ADJUST_STORE,
+        [{"p_sid": sid, "p_df": d[0], "p_dc": d[1], "p_now": now} for sid, d in sorted(deltas.items())],
+    )
 
 
 def _delete_expired(
