@@ -34,7 +34,9 @@ from dbmemory.cli._common import DbMemoryGroup
 from dbmemory.cli.eval import register as register_eval
 from dbmemory.cli.replay import register as register_replay
 from dbmemory.errors import InvalidArgumentError, NotFoundError
+from dbmemory.items.settings import set_org_setting
 from dbmemory.llm import Completion
+from dbmemory.profile.tokens import count_tokens
 
 SLICE = Path(__file__).resolve().parents[1] / "data" / "locomo_slice.json"
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "locomo_slice_golden.json"
@@ -161,10 +163,17 @@ def test_the_eval_scores_exactly_what_the_turns_injection_returns(engine: Engine
     assert len(rows) == 22 and {r["category"] for r in rows} == {1, 2, 3, 4, 5}
     now = max(t.time for s in read_samples(SLICE) for t in s.turns)
     user = result.summary["samples"][0]["users"][0]
+    # the eval gives the turn its budget as the turn's total memory budget; a turn under the
+    # organisation's memory_token_budget injects the same text
+    with engine.begin() as conn:
+        set_org_setting(conn, "default", "memory_token_budget", SLICE_BUDGET, is_admin=True)
     with engine.connect() as conn:
         again = injected_memory(conn, user_id=user, question=rows[3]["question"], model="scripted", now=now)
-    assert again.text == rows[3]["injected"] and "## What I know about you" in again.text
-    assert again.items and "## Facts remembered about you" in again.text
+    assert again.text == rows[3]["injected"] and "## From earlier conversations" in again.text
+    assert count_tokens(again.text, "gpt-4o") <= SLICE_BUDGET
+    with engine.connect() as conn:  # with room, the profile and the items come too
+        roomy = injected_memory(conn, user_id=user, question=rows[3]["question"], model="scripted", now=now, max_tokens=4000)
+    assert "## What I know about you" in roomy.text and roomy.items and "## Facts remembered about you" in roomy.text
     # and it is what a real turn of that user puts in its system prompt for that message
     seen: list[list[dict[str, Any]]] = []
 

@@ -68,7 +68,7 @@ def test_a_turn_keeps_its_exchange_and_a_later_turn_injects_it_with_its_date(age
     turn(agent, model, "What is the name of my greyhound?", at=T0 + dt.timedelta(days=30), session="s-2")
     system = model.systems[-1]
     assert f"## {SEARCH_SECTION_TITLE}" in system
-    assert "[conversation 2023-05-08] 8 May 2023, chat s-1" in system
+    assert "[8 May 2023, chat s-1]" in system
     assert "- user: I adopted a greyhound named Pixel yesterday (7 May 2023)" in system
 
 
@@ -115,7 +115,7 @@ def test_render_keeps_whole_hits_within_the_budget_and_groups_by_session() -> No
         text, chosen, tokens = render_search_block(hits, max_tokens=budget, model="gpt-4o-mini")
         assert tokens == count_tokens(text, "gpt-4o-mini") <= budget
         if chosen:
-            headers = [line for line in text.splitlines() if line.startswith("[conversation")]
+            headers = [line for line in text.splitlines() if line.startswith("[") and "chat" in line]
             assert len(headers) == len(set(headers)) <= 2  # one header per session and day
     text, _, _ = render_search_block(hits[-1:], max_tokens=400, model="gpt-4o-mini")
     assert "[file /memories/n.md] a note" in text

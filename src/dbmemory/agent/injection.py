@@ -86,7 +86,14 @@ def load_profile(
 
 
 def memory_blocks(
-    items: Any, state: Any, question: str, *, model: str, timeout: float | None, load_failed: bool = False
+    items: Any,
+    state: Any,
+    question: str,
+    *,
+    model: str,
+    timeout: float | None,
+    load_failed: bool = False,
+    max_tokens: int | None = None,
 ) -> list[str]:
     """The memory blocks of the system prompt, in injection order (empty ones left out).
 
@@ -97,16 +104,23 @@ def memory_blocks(
         model: the tokenizer's model (the profile's effective model).
         timeout: seconds for an embedding call of the selection, or None.
         load_failed: the profile could not be loaded (:data:`LOAD_FAILED_NOTE` stands in for it).
+        max_tokens: the whole memory's budget in tokens; None: the organisation's
+            ``memory_token_budget`` (0 there: no total). The profile gets at most
+            :data:`~dbmemory.agent.item_memory.PROFILE_SHARE` of it, the items
+            :data:`~dbmemory.agent.item_memory.ITEMS_SHARE`, the searched block the rest
+            (:func:`dbmemory.agent.item_memory.blocks`).
 
     Returns:
         The Markdown blocks; records the injected items on ``items.injected``.
     """
+    total = item_memory.total_budget(items, max_tokens)
     if state is not None:
-        profile_section = memory_prompt_section(state)
+        share = None if total is None else int(total * item_memory.PROFILE_SHARE)
+        profile_section = memory_prompt_section(state, max_tokens=share, model=model)
     else:
         profile_section = LOAD_FAILED_NOTE if load_failed else ""
     if items is not None:
-        return item_memory.blocks(items, profile_section, question, model=model, timeout=timeout)
+        return item_memory.blocks(items, profile_section, question, model=model, timeout=timeout, total=total)
     return [profile_section] if profile_section else []
 
 
@@ -151,6 +165,7 @@ def injected_memory(
     config: UserMemoryConfig | None = None,
     timeout: float | None = None,
     search: bool = True,
+    max_tokens: int | None = None,
 ) -> InjectedMemory:
     """What a turn of ``user_id`` asking ``question`` at ``now`` would inject from memory.
 
@@ -168,6 +183,8 @@ def injected_memory(
         config: the profile settings (default :class:`UserMemoryConfig`).
         timeout: seconds for an embedding call of the selection.
         search: include the searched block (``TurnConfig.memory_search``).
+        max_tokens: the whole memory's budget in tokens (see :func:`memory_blocks`); None: the
+            organisation's ``memory_token_budget``.
 
     Returns:
         An :class:`InjectedMemory`.
@@ -181,7 +198,7 @@ def injected_memory(
             try:
                 return injected_memory(
                     own, user_id=user_id, question=question, model=model, org_id=org_id, now=now,
-                    config=config, timeout=timeout, search=search,
+                    config=config, timeout=timeout, search=search, max_tokens=max_tokens,
                 )
             finally:
                 own.rollback()
@@ -194,7 +211,7 @@ def injected_memory(
     if search:
         search_memory_block(conn, items, user_id=user_id, message=question, model=memory_model, now=now)
     state = load_profile(conn, user_id, config=cfg, model=memory_model)
-    blocks = memory_blocks(items, state, question, model=memory_model, timeout=timeout)
+    blocks = memory_blocks(items, state, question, model=memory_model, timeout=timeout, max_tokens=max_tokens)
     seconds = time.perf_counter() - started
     searched = getattr(items, "searched", None)
     return InjectedMemory(
@@ -202,7 +219,7 @@ def injected_memory(
         blocks=tuple(blocks),
         items=tuple(items.injected),
         live_items=len(items.items),
-        profile_loaded=bool(memory_prompt_section(state)),
+        profile_loaded=state is not None and bool(state.body.strip()),
         seconds=seconds,
         search_tokens=searched.tokens if searched is not None else 0,
         sources=tuple(searched.sources()) if searched is not None else (),

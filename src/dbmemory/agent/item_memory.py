@@ -27,8 +27,11 @@ from dbmemory.items.runtime_metrics import item_metrics
 from dbmemory.items.search_inject import search_block
 from dbmemory.items.turn_memory import choose, load_turn_items
 from dbmemory.items.usage import mark_items_used
+from dbmemory.profile.tokens import count_tokens
 
-__all__ = ["load", "search", "blocks", "after_turn", "record", "count_failure"]
+__all__ = [
+    "PROFILE_SHARE", "ITEMS_SHARE", "load", "search", "blocks", "total_budget", "after_turn", "record", "count_failure",
+]
 
 logger = logging.getLogger("dbmemory.agent.turn")
 
@@ -67,28 +70,68 @@ def search(
         count_failure("search")
 
 
-def blocks(loaded: Any, profile_section: str, question: str, *, model: str, timeout: float | None) -> list[str]:
+PROFILE_SHARE = 0.15
+"""Most of a turn's total memory budget the profile block may take (``memory_token_budget``)."""
+
+ITEMS_SHARE = 0.10
+"""Most of a turn's total memory budget the items block may take."""
+
+
+def total_budget(loaded: Any, override: int | None = None) -> int | None:
+    """The turn's total memory budget in tokens: ``override`` when given, else the
+    organisation's ``memory_token_budget`` (None when it is 0: no total)."""
+    if override is not None:
+        return override
+    settings = getattr(loaded, "settings", None)
+    value = int(getattr(settings, "memory_token_budget", 0) or 0)
+    return value or None
+
+
+def blocks(
+    loaded: Any,
+    profile_section: str,
+    question: str,
+    *,
+    model: str,
+    timeout: float | None,
+    total: int | None = None,
+) -> list[str]:
     """The memory blocks of the system prompt in injection order (organisation memory,
     profile, items, then the searched block of :func:`search`); ``[profile_section]`` (or
-    nothing) when the items could not be loaded. Records what was injected on ``loaded``."""
+    nothing) when the items could not be loaded. Records what was injected on ``loaded``.
+
+    With a ``total`` (tokens of the whole memory, blocks joined by a blank line), the blocks
+    share it in order: the organisation memory (within its own budget; never cut for the
+    others), the profile (already cut by the caller to :data:`PROFILE_SHARE` of it), the items
+    (within :data:`ITEMS_SHARE` of it and their own budget), and the searched block takes what
+    is left, within its own budget (re-rendered from the same hits,
+    :meth:`~dbmemory.items.search_inject.SearchBlock.fitted`); a block with no room is left out.
+    """
     if loaded is None or not loaded.memory_on:
         return [profile_section] if profile_section else []
     try:
         selection = choose(loaded, question, timeout=timeout)
         settings = loaded.settings
+        items_budget = settings.item_token_budget
+        if total is not None:
+            items_budget = max(1, min(items_budget, int(total * ITEMS_SHARE)))
         parts, block = memory_sections(
             org_memory=loaded.org_memory,
             profile_section=profile_section,
             items=selection.items,
             model=model,
             org_max_tokens=settings.org_memory_token_budget,
-            items_max_tokens=settings.item_token_budget,
+            items_max_tokens=items_budget,
             lines=loaded.lines,
         )
         loaded.injected = block.items
         item_metrics().selection("fallback" if selection.fallback else selection.mode)
-        if loaded.searched is not None and loaded.searched.text:
-            parts.append(loaded.searched.text)
+        searched = loaded.searched
+        if searched is not None and searched.text and total is not None:
+            used = count_tokens("\n\n".join(parts), model) + (2 if parts else 0)
+            searched = loaded.searched = searched.fitted(total - used, model)
+        if searched is not None and searched.text:
+            parts.append(searched.text)
         return parts
     except Exception:  # noqa: BLE001 - the turn goes on with the profile alone
         logger.warning("selecting memory items failed; the turn runs without them", exc_info=True)

@@ -66,7 +66,7 @@ def locomo(
         typer.Option("--judge", metavar="MODEL", help="Tier 2's judge model (default: --model).", show_default=False),
     ] = None,
     budget: Annotated[
-        int, typer.Option("--budget", min=50, metavar="TOKENS", help="The baselines' budget in o200k tokens.")
+        int, typer.Option("--budget", min=50, metavar="TOKENS", help="Every method's budget in o200k tokens: the baselines fill it; dbmemory's whole injected memory of a question stays within it.")
     ] = DEFAULT_BUDGET,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random baseline.")] = 0,
     out_dir: Annotated[
@@ -131,7 +131,7 @@ def _print(summary: dict[str, Any]) -> None:
         g = methods[name]["non_adversarial"]
         rows.append([name, g["n"], _pct(g["evidence_recall"]), _pct(g["answer_recall"]), _num(g["tokens_mean"]), _num(g["tokens_p95"])])
     cols = ["method", "n", "evidence recall", "answer recall", "tokens mean", "tokens p95"]
-    print_table(cols, rows, title=f"Non-adversarial questions (categories 1-4), baselines at {summary['budget']} tokens ({summary['tokenizer']})", right=cols[1:])
+    print_table(cols, rows, title=f"Non-adversarial questions (categories 1-4), every method within {summary['budget']} tokens ({summary['tokenizer']})", right=cols[1:])
     rows = []
     for number, g in methods["dbmemory"]["by_category"].items():
         base = methods["bm25"]["by_category"][number]

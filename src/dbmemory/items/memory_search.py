@@ -7,7 +7,7 @@
 - ``item``: a live memory item (``ref``: its id);
 - ``profile``: a line of the user's profile (``ref``: ``/memories/profile.md`` or the root
   folder's path);
-- ``file``: a paragraph of a file in one of the user's own stores (``user`` scope, and the
+- ``file``: a paragraph (or one item of a list) of a file in one of the user's own stores (``user`` scope, and the
   user-keyed ``context`` stores), i.e. notes the agent wrote with the MEMORY tool (``ref``: the
   store key and path).
 
@@ -25,6 +25,7 @@ switch off or the user opted out, nothing is searched and ``[]`` is returned.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
@@ -132,17 +133,23 @@ def _cut(text: str) -> str:
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
 def _chunks(body: str) -> list[str]:
-    """Paragraphs of a file (long ones split at lines), without blank ones."""
+    """The searchable pieces of a file: its paragraphs, a list paragraph split into its items
+    (notes are mostly lists; one item is one fact) and a long paragraph into its lines; blank
+    ones left out."""
     out: list[str] = []
     for para in _PARAGRAPH.split(body or ""):
         para = para.strip()
         if not para:
             continue
-        if len(para) <= MAX_SNIPPET_CHARS:
-            out.append(para)
+        lines = [line.strip() for line in para.splitlines() if line.strip()]
+        if len(para) > MAX_SNIPPET_CHARS or (len(lines) > 1 and all(_LIST_ITEM.match(x) for x in lines)):
+            out.extend(lines)
         else:
-            out.extend(line.strip() for line in para.splitlines() if line.strip())
+            out.append(para)
     return out
 
 
@@ -173,15 +180,31 @@ def _ranked(texts: Sequence[str], query: str) -> list[tuple[int, float]]:
     return sorted(found, key=lambda p: (-p[1], p[0]))
 
 
+ENGINE_WEIGHT = 0.5
+"""Weight of the engine's relevance in an episode's score; the rest is the candidates' BM25
+re-rank in Python (:func:`_episode_hits`)."""
+
+
 def _episode_hits(conn: Connection, user_id: str, query: str, org: str, n: int, now: Any) -> list[SearchHit]:
+    """The engine's top ``n`` episodes, re-ranked: the engine's relevance (relative to its best)
+    weighted :data:`ENGINE_WEIGHT`, plus the BM25 of the same candidates in Python (Snowball
+    stems, English stop words) for the rest. The engines' own stemming and length
+    normalisation differ (FTS5 porter, PostgreSQL ``english``, InnoDB none); the re-rank gives
+    every backend the same ordering rule over what its index found. Ties: newer first."""
     hits = search_episodes(conn, user_id, query, org_id=org, limit=n, now=now)
-    best = max((h.score for h in hits), default=0.0)
+    if not hits:
+        return []
+    texts = [h.user_text + ("\n" + h.assistant_text if h.assistant_text else "") for h in hits]
+    best = max(h.score for h in hits)
+    python = bm25_scores(texts, query)
+    python_best = max(python) if python else 0.0
     out = []
-    for h in hits:
-        text = h.user_text + ("\n" + h.assistant_text if h.assistant_text else "")
+    for h, text, extra in zip(hits, texts, python):
+        engine = h.score / best if best > 0 else 0.0
+        local = extra / python_best if python_best > 0 else 0.0
         out.append(
             SearchHit(
-                "episode", str(h.episode_id), _cut(text), h.score / best if best > 0 else 0.0,
+                "episode", str(h.episode_id), _cut(text), ENGINE_WEIGHT * engine + (1 - ENGINE_WEIGHT) * local,
                 when=h.turn_at, chat_id=h.chat_id, user_text=h.user_text, assistant_text=h.assistant_text,
             )
         )
@@ -225,6 +248,25 @@ def _file_hits(conn: Connection, user_id: str, query: str) -> list[SearchHit]:
         SearchHit("file", f"{chunks[i][0]}:{chunks[i][1]}", _cut(chunks[i][2]), s, path=chunks[i][1])
         for i, s in _ranked([c[2] for c in chunks], query)
     ]
+
+
+def _on_one_scale(hits: list[SearchHit], query: str) -> list[SearchHit]:
+    """The hits of the small sources (items, profile lines, file pieces) scored again by one
+    BM25 over them **and** the episode candidates, relative to that corpus's best: ranked
+    alone, a user's best note would score 1.0 however weakly it matches, level with the best
+    episode. Unchanged when there are no episodes or nothing else."""
+    episodes = [h for h in hits if h.source == "episode"]
+    others = [h for h in hits if h.source != "episode"]
+    if not episodes or not others:
+        return hits
+    scores = bm25_scores([h.snippet for h in episodes] + [h.snippet for h in others], query)
+    best = max(scores) if scores else 0.0
+    if best <= 0:
+        return hits
+    rescored = [
+        dataclasses.replace(h, score=s / best) for h, s in zip(others, scores[len(episodes) :]) if s > 0
+    ]
+    return episodes + rescored
 
 
 def search_memory(
@@ -287,6 +329,7 @@ def search_memory(
             hits += _file_hits(conn, user_id, query)
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "searching a user's memory") from exc
+    hits = _on_one_scale(hits, query)
     order = {name: i for i, name in enumerate(("episode", "item", "profile", "file"))}
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
     hits.sort(key=lambda h: (-h.score, order[h.source], -((h.when or epoch) - epoch).total_seconds()))

@@ -20,6 +20,7 @@
 | ``skip_window_seconds`` | 300 | a message this soon after the previous one in a chat is not extracted |
 | ``episode_retention_days`` | 365 | days a conversation episode is kept after its turn (:mod:`dbmemory.items.episodes`) |
 | ``search_token_budget`` | 1200 | tokens of the searched part of a turn's memory (episodes, file snippets) |
+| ``memory_token_budget`` | 0 | tokens of a turn's whole injected memory (organisation memory, profile, items, searched part); 0: no total, each block within its own budget (:mod:`dbmemory.agent.item_memory` says how a total is shared) |
 | ``fold_window_days`` | 7 | an auto item this many days or fewer before its ``expires_at``, not yet folded, is folded into the profile by its owner's next turn (:mod:`dbmemory.items.summary`); 0: never |
 
 ``permanent`` items never expire and have no setting. Changing a ``retention_*_days`` setting
@@ -94,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
     "episode_retention_days": 365,
     "search_token_budget": 1200,
     "fold_window_days": 7,
+    "memory_token_budget": 0,
 }
 """Every setting and its default (see the module doc)."""
 
@@ -112,6 +114,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "episode_retention_days": (1, 36_500),
     "search_token_budget": (1, 1_000_000),
     "fold_window_days": (0, 3_650),
+    "memory_token_budget": (0, 1_000_000),
 }
 
 
@@ -136,6 +139,7 @@ class OrgSettings:
     episode_retention_days: int = 365
     search_token_budget: int = 1200
     fold_window_days: int = 7
+    memory_token_budget: int = 0
 
     def retention_days(self, retention_class: str) -> int | None:
         """Days an item of ``retention_class`` lives after its last change; None: never."""

@@ -5,7 +5,8 @@ For each sample: the conversation is replayed as ``dbmemory replay`` does
 replayed as a user of their own, the other speaker's lines as the recorded replies) into the
 given database; then, at the time of the last replayed session, for each question the memory
 a turn would inject (:func:`dbmemory.agent.injection.injected_memory`; with both speakers, the
-memory of each speaker's turn, speaker_a's first, joined by a blank line) is scored with the
+memory of each speaker's turn, speaker_a's first, joined by a blank line; the turns share the
+budget equally, as each turn's total memory budget) is scored with the
 criteria of :mod:`dbmemory.agent.eval.criteria`, next to the baselines of
 :mod:`dbmemory.agent.eval.baselines` at the same token budget. With an answer model (tier 2) a
 model answers each question from the injected memory and two judges grade it
@@ -56,8 +57,10 @@ from dbmemory.profile.tokens import count_tokens, get_encoding
 
 __all__ = ["DEFAULT_BUDGET", "TOKENIZER", "EvalOptions", "EvalResult", "evaluate_locomo", "METHODS"]
 
-DEFAULT_BUDGET = 1100
-"""The baselines' budget in o200k tokens when none is given."""
+DEFAULT_BUDGET = 1200
+"""The budget of every method in o200k tokens when none is given: the baselines fill it, and
+dbmemory's whole injected memory for a question stays within it (each replayed speaker's turn
+gets an equal share, the turn's ``memory_token_budget``)."""
 
 TOKENIZER = "gpt-4o"
 """The model name whose tokenizer (``o200k_base``) counts every figure's tokens."""
@@ -80,7 +83,8 @@ class EvalOptions:
         answer_complete: tier 2's model call (None: :func:`dbmemory.llm.complete`).
         judge_model: tier 2's judge (None: ``answer_model``).
         judge_complete: the judge's model call (None: ``answer_complete``).
-        budget: the baselines' budget in o200k tokens.
+        budget: every method's budget in o200k tokens (dbmemory: the whole injected memory of a
+            question, shared equally by the speakers' turns).
         seed: the random baseline's seed.
         agent_code: the agent the replay runs as.
         progress: show rich progress bars (on ``console``, default stderr).
@@ -235,8 +239,12 @@ def _evaluate_sample(
     with _bar(options, len(sample.questions), f"Questions of {sample.sample_id}") as advance:
         for q in sample.questions:
             with engine.connect() as conn:
+                share = options.budget // len(users)
                 mems = [
-                    injected_memory(conn, user_id=u, question=q.question, model=options.model, now=now, config=memory_config)
+                    injected_memory(
+                        conn, user_id=u, question=q.question, model=options.model, now=now, config=memory_config,
+                        max_tokens=share,
+                    )
                     for u in users
                 ]
                 conn.rollback()
