@@ -199,7 +199,7 @@ def _episode_hits(conn: Connection, user_id: str, query: str, org: str, n: int, 
     python = bm25_scores(texts, query)
     python_best = max(python) if python else 0.0
     out = []
-    for h, text, extra in zip(hits, texts, python):
+    for h, text, extra in zip(hits, texts, python, strict=True):
         engine = h.score / best if best > 0 else 0.0
         local = extra / python_best if python_best > 0 else 0.0
         out.append(
@@ -264,7 +264,7 @@ def _on_one_scale(hits: list[SearchHit], query: str) -> list[SearchHit]:
     if best <= 0:
         return hits
     rescored = [
-        dataclasses.replace(h, score=s / best) for h, s in zip(others, scores[len(episodes) :]) if s > 0
+        dataclasses.replace(h, score=s / best) for h, s in zip(others, scores[len(episodes) :], strict=True) if s > 0
     ]
     return episodes + rescored
 
