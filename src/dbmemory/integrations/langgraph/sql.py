@@ -3,7 +3,9 @@ from their one executor each. Plain reads; writes go through :mod:`dbmemory.stor
 
 Store keys are matched by exact prefix (``SUBSTR(store_key, 1, n) = :prefix``, never ``LIKE``:
 ``_`` is a LIKE wildcard and our escape character), and every row is checked again in Python
-(:func:`dbmemory.integrations.langgraph.codec.namespace_of_key`). The body (a CLOB) is only selected.
+(:func:`dbmemory.integrations.langgraph.codec.namespace_of_key`). The body (a CLOB) is only
+selected, or matched with ``LIKE`` against a literal piece of JSON text (autoescaped: ``%``,
+``_`` and the escape character ``/`` match themselves), which narrows a filtered search.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dbmemory.integrations.langgraph.codec import ITEM_SUFFIX, namespace_of_key
 from dbmemory.store.statements.bulk import id_chunks
 
 __all__ = [
+    "select_search_rows",
+    "search_rows",
     "select_item_rows",
     "select_bodies",
     "select_namespace_rows",
@@ -91,17 +95,58 @@ def select_namespace_rows(key_prefix: str) -> sa.Select[Any]:
     )
 
 
-def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
-    """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
-    (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+def _item_shaped() -> sa.ColumnElement[bool]:
+    """Files named like an item: ``/memories/<name>.json``, no deeper folder."""
     head = ROOT + "/"
     path = files.c.file_path
-    item_shaped = sa.and_(
+    return sa.and_(
         sa.func.substr(path, 1, len(head)) == head,
         path.like("%" + ITEM_SUFFIX),
         sa.not_(path.like(head + "%/%")),
     )
-    has_item = sa.exists().where(files.c.store_id == stores.c.store_id, item_shaped)
+
+
+def select_search_rows(
+    key_prefix: str,
+    *,
+    needles: Sequence[Sequence[str]] = (),
+    after_id: int | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> sa.Select[Any]:
+    """The item-shaped files of the stores under ``key_prefix``, in creation order
+    (``file_id``), with their text: the rows of :func:`select_item_rows` and ``body``.
+
+    Args:
+        key_prefix: a store key prefix (:func:`_under_key`).
+        needles: groups of literal texts; a row's body must contain at least one text of each
+            group (``LIKE '%text%'``, autoescaped). A necessary condition of a filter, never
+            the whole of it: the caller checks every row again.
+        after_id: only files with a larger ``file_id`` (the next chunk).
+        limit, offset: a page in SQL (``None``: no limit).
+    """
+    body = files.c.body
+    stmt = (
+        sa.select(*_META, body)
+        .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
+        .where(_under_key(key_prefix), _item_shaped())
+    )
+    for group in needles:
+        stmt = stmt.where(sa.or_(*(body.contains(text, autoescape=True) for text in group)))
+    if after_id is not None:
+        stmt = stmt.where(files.c.file_id > after_id)
+    stmt = stmt.order_by(files.c.file_id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    if offset:
+        stmt = stmt.offset(offset)
+    return stmt
+
+
+def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
+    """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
+    (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+    has_item = sa.exists().where(files.c.store_id == stores.c.store_id, _item_shaped())
     return sa.select(stores.c.store_key).where(_under_key(key_prefix), has_item)
 
 
@@ -115,6 +160,11 @@ def _run(conn: Connection, stmt: sa.Executable, action: str) -> list[Row[Any]]:
 def item_rows(conn: Connection, key_prefix: str, *, with_body: bool) -> list[Row[Any]]:
     """Run :func:`select_item_rows`."""
     return _run(conn, select_item_rows(key_prefix, with_body=with_body), "searching LangGraph items")
+
+
+def search_rows(conn: Connection, stmt: sa.Select[Any]) -> list[Row[Any]]:
+    """Run a :func:`select_search_rows` statement."""
+    return _run(conn, stmt, "searching LangGraph items")
 
 
 def bodies(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:
