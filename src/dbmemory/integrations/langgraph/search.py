@@ -20,6 +20,7 @@ states exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -90,8 +91,13 @@ def needles_of(filter: Mapping[str, Any] | None) -> list[list[str]]:
     return groups
 
 
+@functools.lru_cache(maxsize=4096)
+def _namespace(store_key: str) -> tuple[str, ...] | None:
+    return codec.namespace_of_key(store_key)
+
+
 def _decoded(row: Row[Any], prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
-    namespace = codec.namespace_of_key(row.store_key)
+    namespace = _namespace(row.store_key)
     if namespace is None or namespace[: len(prefix)] != prefix:
         return None
     key = codec.key_of_path(row.file_path)
@@ -113,8 +119,7 @@ def _matching(
     size = None if want is None else max(CHUNK, 2 * want)
     after: int | None = None
     while True:
-        stmt = lg_sql.select_search_rows(key_prefix, needles=needles, after_id=after, limit=size)
-        rows = lg_sql.search_rows(conn, stmt)
+        rows = lg_sql.search_rows(conn, lg_sql.search_statement(key_prefix, needles=needles, after_id=after, limit=size))
         for row in rows:
             decoded = _decoded(row, prefix)
             if decoded is not None and codec.matches_filter(decoded[2], filter):
@@ -138,9 +143,8 @@ def find_items(
     if limit <= 0:
         return []
     if not filter and query is None:  # the page itself in SQL
-        stmt = lg_sql.select_search_rows(key_prefix, limit=limit, offset=offset)
         page = []
-        for row in lg_sql.search_rows(conn, stmt):
+        for row in lg_sql.search_rows(conn, lg_sql.search_statement(key_prefix, limit=limit, offset=offset)):
             decoded = _decoded(row, prefix)
             if decoded is not None:
                 page.append(Found(decoded[0], decoded[1], row, decoded[2]))
