@@ -73,7 +73,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import math
+import datetime as dt
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -81,6 +81,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
+from dbmemory.db import raw
 from dbmemory.db.dialect.base import is_memory_sqlite
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import (
@@ -118,7 +119,12 @@ from dbmemory.db.migrate import upgrade
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
 from dbmemory.integrations.langgraph.search import find_items
-from dbmemory.integrations.langgraph.ttl import MINUTES_PER_DAY, Sweeper, ttl_settings
+from dbmemory.integrations.langgraph.ttl import (
+    MINUTES_PER_DAY,
+    Sweeper,
+    check_put_ttl,
+    ttl_settings,
+)
 from dbmemory.store.expiry import expire_files, expire_files_committing
 from dbmemory.store.files import put_file
 from dbmemory.store.locks import find_store_id
@@ -176,6 +182,21 @@ class _Put(NamedTuple):
     path: str
     text: str | None  # None: delete
     exempt: bool
+
+
+class _FileRead(NamedTuple):
+    """The columns of a get's row (:data:`~dbmemory.store.statements.reads.SELECT_FILE_READ_BY_KEY`)."""
+
+    file_id: int
+    body: str | None
+    expiry_exempt: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    last_accessed_at: dt.datetime
+    read_at: dt.datetime | None
+
+
+_READ_POSITIONS = tuple(raw.columns(st.SELECT_FILE_READ_BY_KEY)[name] for name in _FileRead._fields)
 
 
 def _int(value: object, what: str, *, optional: bool = False) -> int | None:
@@ -278,26 +299,7 @@ class DbMemoryStore(BaseStore):
 
     def _check_ttl(self, ttl: object) -> bool:
         """Whether a put's ``ttl`` leaves the item to the expiry job (else it is exempt)."""
-        if ttl is None:
-            return False
-        minutes = self.ttl_minutes
-        if minutes is None:
-            raise NotImplementedError(
-                "TTL is not supported by this DbMemoryStore: create it with expiry_days=N (the N "
-                "of the expiry job, `dbmemory expire --days N`), or put with ttl=None"
-            )
-        if (
-            isinstance(ttl, bool)
-            or not isinstance(ttl, (int, float))
-            or not math.isclose(float(ttl), minutes, rel_tol=1e-9)
-        ):
-            raise InvalidArgumentError(
-                f"ttl={ttl!r} minutes is not available: items here expire by the database's "
-                f"expiry job, {self.expiry_days:g} days ({minutes:g} minutes) after their last "
-                f"write or read; pass ttl={minutes:g}, or ttl=None to keep the item until deleted",
-                code="unsupported_ttl",
-            )
-        return True
+        return check_put_ttl(ttl, self.expiry_days)
 
     # -- planning (pure: every op checked before any SQL) ---------------------------------------
 
@@ -448,14 +450,13 @@ class DbMemoryStore(BaseStore):
     def _get(self, conn: Connection, op: _Get) -> Item | None:
         if op.store_key is None or op.path is None:
             return None
-        try:
-            row = conn.execute(
-                st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)}
-            ).first()
+        try:  # on the driver's cursor where dbmemory.db.raw allows it, else conn.execute
+            found = raw.first_row(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)})
         except sa.exc.SQLAlchemyError as exc:
             raise translate_db_error(exc, f"reading {op.path}") from exc
-        if row is None:
+        if found is None:
             return None
+        row = _FileRead(*(found[i] for i in _READ_POSITIONS))
         value = codec.decode_value(row.body or "")
         if value is None:  # not JSON, or not an object: not an item, as search and list skip it
             return None

@@ -30,7 +30,7 @@ from langgraph.store.base import TTLConfig
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.store.expiry import MIN_EXPIRY_DAYS, validate_days
 
-__all__ = ["MINUTES_PER_DAY", "TtlSettings", "ttl_settings", "Sweeper"]
+__all__ = ["MINUTES_PER_DAY", "TtlSettings", "ttl_settings", "check_put_ttl", "Sweeper"]
 
 log = logging.getLogger(__name__)
 
@@ -170,3 +170,34 @@ class Sweeper:
             return False
         self._thread = None
         return True
+
+
+def check_put_ttl(ttl: object, expiry_days: float | None) -> bool:
+    """Whether a put's ``ttl`` (minutes) leaves the item to the expiry job (``False``: ``None``,
+    the item is exempt, kept until deleted).
+
+    Raises:
+        NotImplementedError: a ``ttl`` on a store without TTL (``expiry_days`` ``None``).
+        InvalidArgumentError: a ``ttl`` other than ``expiry_days * 1440`` (code
+            ``unsupported_ttl``), naming the one accepted.
+    """
+    if ttl is None:
+        return False
+    if expiry_days is None:
+        raise NotImplementedError(
+            "TTL is not supported by this DbMemoryStore: create it with expiry_days=N (the N "
+            "of the expiry job, `dbmemory expire --days N`) or default_ttl, or put with ttl=None"
+        )
+    minutes = expiry_days * MINUTES_PER_DAY
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, (int, float))
+        or not math.isclose(float(ttl), minutes, rel_tol=1e-9)
+    ):
+        raise InvalidArgumentError(
+            f"ttl={ttl!r} minutes is not available: items here expire by the database's "
+            f"expiry job, {expiry_days:g} days ({minutes:g} minutes) after their last "
+            f"write or read; pass ttl={minutes:g}, or ttl=None to keep the item until deleted",
+            code="unsupported_ttl",
+        )
+    return True
