@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
@@ -45,7 +45,7 @@ class Found(NamedTuple):
 
     namespace: tuple[str, ...]
     key: str
-    row: Row[Any]
+    row: lg_sql.SearchRow
     value: dict[str, Any]
     score: float | None = None
 
@@ -96,7 +96,7 @@ def _namespace(store_key: str) -> tuple[str, ...] | None:
     return codec.namespace_of_key(store_key)
 
 
-def _decoded(row: Row[Any], prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
+def _decoded(row: lg_sql.SearchRow, prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
     namespace = _namespace(row.store_key)
     if namespace is None or namespace[: len(prefix)] != prefix:
         return None

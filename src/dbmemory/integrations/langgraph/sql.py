@@ -11,14 +11,16 @@ built once per shape with bind parameters (:func:`search_statement`).
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from dbmemory.core.paths import ROOT
+from dbmemory.db import raw
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import file_reads, files, stores
 from dbmemory.integrations.langgraph.codec import ITEM_SUFFIX, namespace_of_key
@@ -27,6 +29,7 @@ from dbmemory.store.statements.bulk import id_chunks
 __all__ = [
     "select_search_rows",
     "search_statement",
+    "SearchRow",
     "search_rows",
     "select_item_rows",
     "select_bodies",
@@ -213,11 +216,26 @@ def item_rows(conn: Connection, key_prefix: str, *, with_body: bool) -> list[Row
     return _run(conn, select_item_rows(key_prefix, with_body=with_body), "searching LangGraph items")
 
 
-def search_rows(conn: Connection, statement: tuple[sa.Select[Any], dict[str, Any]]) -> list[Row[Any]]:
-    """Run a :func:`search_statement`."""
+class SearchRow(NamedTuple):
+    """A row of :func:`select_search_rows`, in its column order."""
+
+    store_key: str
+    file_id: int
+    file_path: str
+    expiry_exempt: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    last_accessed_at: dt.datetime
+    read_at: dt.datetime | None
+    body: str | None
+
+
+def search_rows(conn: Connection, statement: tuple[sa.Select[Any], dict[str, Any]]) -> list[SearchRow]:
+    """Run a :func:`search_statement` (on the driver's cursor where :mod:`dbmemory.db.raw`
+    allows it, else ``conn.execute``)."""
     stmt, params = statement
     try:
-        return list(conn.execute(stmt, params).all())
+        return [SearchRow(*row) for row in raw.all_rows(conn, stmt, params)]
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "searching LangGraph items") from exc
 
