@@ -2,11 +2,12 @@
 search and list-namespaces operations (hostile labels and keys included) give the same results
 on every backend, modulo the ordering rules of :mod:`dbmemory.integrations.langgraph`:
 
-* search without a query: ours is sorted by (namespace, key); the reference is in insertion
-  order, so its full result is sorted by the same rule before ``offset``/``limit`` are applied;
+* search without a query: ours is in creation order (a put of an existing item keeps its
+  place); the reference groups by namespace, so its full result is sorted by a model of the
+  creation order before ``offset``/``limit`` are applied;
 * search with a query: the reference ignores the query (no index); ours ranks by BM25, so the
-  full result must hold the same items, be sorted by (-score, namespace, key), and the page
-  must be that order's slice;
+  full result must hold the same items, be sorted by (-score, creation), and the page must be
+  that order's slice;
 * namespaces: ours lists a namespace while it holds an item; the reference also lists one
   whose items were all deleted or that was only read, so its empty namespaces are removed
   before each of its list operations;
@@ -39,6 +40,7 @@ FULL = 10**6
 
 LABELS = ["a", "b", "A", "x y", "ü", "_", "%41", "*", "-", ":", "日本", "a_5F", "reserved", "/"]
 KEYS = ["k", "K", "", "a/b", "..", "%2e%2e", "über", " x", "a.json", "_5F", "n\x00ul", "\u200b", "../x"]
+TAGS = ["x", "y", "X", "%", "_", "x_", "/", "\\", '"', "ü"]  # strings a filter narrows in SQL
 WORDS = ["tea", "green", "coffee", "Tea", "black", "été"]
 
 # Half the draws from two plain labels and keys, so that operations meet each other's items.
@@ -51,14 +53,16 @@ values = hs.fixed_dictionaries(
     {"n": hs.one_of(hs.integers(-3, 3), hs.floats(-3, 3, allow_nan=False))},
     optional={
         "text": texts,
-        "tag": hs.sampled_from(["x", "y"]),
+        "tag": hs.sampled_from(TAGS),
         "nested": hs.fixed_dictionaries({"a": hs.integers(0, 2)}),
         "list": hs.lists(hs.integers(0, 2), max_size=2),
     },
 )
 filters = hs.one_of(
     hs.none(),
-    hs.builds(lambda t: {"tag": t}, hs.sampled_from(["x", "y"])),
+    hs.builds(lambda t: {"tag": t}, hs.sampled_from(TAGS)),
+    hs.builds(lambda t: {"tag": {"$eq": t}}, hs.sampled_from(TAGS)),
+    hs.builds(lambda t: {"tag": {"$ne": t}}, hs.sampled_from(TAGS)),
     hs.builds(lambda o, v: {"n": {o: v}}, hs.sampled_from(["$gt", "$gte", "$lt", "$lte", "$eq", "$ne"]), hs.integers(-2, 2)),
     hs.builds(lambda v, t: {"n": {"$gte": v}, "tag": t}, hs.integers(-2, 2), hs.sampled_from(["x", "y"])),
     hs.builds(lambda v: {"nested": {"a": v}}, hs.integers(0, 2)),
@@ -131,7 +135,29 @@ def _reference_results(reference: InMemoryStore, batch: list[Any]) -> list[Any]:
     return results
 
 
-def _compare(ours: list[Any], expected: list[Any], batch: list[Any], extra: dict[int, list[Any]]) -> None:
+Created = dict[tuple[tuple[str, ...], str], int]
+
+
+def _record_creations(created: Created, batch: list[Any]) -> None:
+    """Our creation order after a batch: of several puts of one item the last wins, new items
+    are created in the order of their first put in the batch, a delete forgets one."""
+    final: dict[tuple[tuple[str, ...], str], Any] = {}
+    for op in batch:
+        if isinstance(op, PutOp):
+            final[(tuple(op.namespace), op.key)] = op.value
+    for item, value in final.items():
+        if value is None:
+            created.pop(item, None)
+        elif item not in created:
+            created[item] = max(created.values(), default=0) + 1
+
+
+def _compare(
+    ours: list[Any], expected: list[Any], batch: list[Any], extra: dict[int, list[Any]], created: Created
+) -> None:
+    def seq(x: Any) -> int:
+        return created[(tuple(x.namespace), x.key)]
+
     for i, op in enumerate(batch):
         got, want = ours[i], expected[i]
         if isinstance(op, PutOp):
@@ -144,7 +170,7 @@ def _compare(ours: list[Any], expected: list[Any], batch: list[Any], extra: dict
         elif isinstance(op, ListNamespacesOp):
             assert got == want, op
         elif op.query is None:
-            want_sorted = sorted(want, key=lambda x: (tuple(x.namespace), x.key))
+            want_sorted = sorted(want, key=seq)
             page = want_sorted[op.offset : op.offset + op.limit]
             assert [_triple(x) for x in got] == [_triple(x) for x in page], op
             assert all(x.score is None for x in got)
@@ -153,7 +179,7 @@ def _compare(ours: list[Any], expected: list[Any], batch: list[Any], extra: dict
         else:
             full = extra[i]
             assert sorted(map(_triple, full), key=repr) == sorted(map(_triple, want), key=repr), op
-            order = [(-x.score, tuple(x.namespace), x.key) for x in full]
+            order = [(-x.score, seq(x)) for x in full]
             assert order == sorted(order), op
             assert [_triple(x) for x in got] == [_triple(x) for x in full[op.offset : op.offset + op.limit]]
 
@@ -171,13 +197,15 @@ def test_random_batches_agree_with_langgraphs_in_memory_store(engine: Engine) ->
     def run(sequence: list[list[Any]]) -> None:
         clean_tables(engine)
         ours, reference = DbMemoryStore(engine), InMemoryStore()
+        created: Created = {}
         for batch in sequence:
             query_ops = {i: op for i, op in enumerate(batch) if isinstance(op, SearchOp) and op.query is not None}
             extended = batch + [_full(op) for op in query_ops.values()]
             got = ours.batch(extended)
             extra = {i: got[len(batch) + n] for n, i in enumerate(query_ops)}
             expected = _reference_results(reference, batch)
-            _compare(got[: len(batch)], expected, batch, extra)
+            _compare(got[: len(batch)], expected, batch, extra, created)
+            _record_creations(created, batch)
         # the whole state agrees at the end
         everything = ours.search((), limit=FULL)
         want = reference.search((), limit=FULL)

@@ -340,6 +340,32 @@ def test_nested_and_list_filters_match_in_memory_store(engine: Engine) -> None:
         assert [(tuple(i.namespace), i.key) for i in ours.search(("u",), filter=flt)] == want, flt
 
 
+HOSTILE_TEXTS = ["%", "_", "a_b", "50%", "/", "a/b", "\\", 'say "hi"', "it's", "ü", "日本", "\ud800x", "", "x" * 1200, "\n"]
+
+
+def test_string_filters_narrowed_in_sql_still_match_exactly(engine: Engine) -> None:
+    store = DbMemoryStore(engine)
+    for i, text in enumerate(HOSTILE_TEXTS):
+        store.put(("h",), f"k{i}", {"tag": text, "nested": {"a": [text, i]}})
+    store.put(("h",), "other", {"tag": "A", "n": 1, "note": HOSTILE_TEXTS})  # every text, but not as tag
+    store.put(("h",), "num", {"tag": 1})
+    for i, text in enumerate(HOSTILE_TEXTS):
+        for flt in ({"tag": text}, {"tag": {"$eq": text}}, {"nested": {"a": [text, i]}}):
+            assert [x.key for x in store.search(("h",), filter=flt, limit=100)] == [f"k{i}"], flt
+    assert [x.key for x in store.search(("h",), filter={"tag": "a"})] == []  # case kept (SQLite's LIKE is not)
+    assert [x.key for x in store.search(("h",), filter={"tag": 1})] == ["num"]
+    assert len(store.search(("h",), filter={"tag": {"$ne": "%"}}, limit=100)) == len(HOSTILE_TEXTS) + 1
+
+
+def test_a_filtered_page_is_cut_in_creation_order_across_chunks(engine: Engine) -> None:
+    store = DbMemoryStore(engine)
+    store.batch([PutOp(("c", str(i % 3)), f"k{i:04d}", {"even": i % 2 == 0, "i": i}) for i in range(450)])
+    evens = [f"k{i:04d}" for i in range(0, 450, 2)]
+    assert [x.key for x in store.search(("c",), filter={"even": True}, limit=1000)] == evens
+    assert [x.key for x in store.search(("c",), filter={"even": True}, limit=5, offset=200)] == evens[200:205]
+    assert [x.key for x in store.search(("c",), limit=3, offset=448)] == ["k0448", "k0449"]
+
+
 def test_an_ordering_operator_on_a_missing_or_text_field_does_not_match(engine: Engine) -> None:
     store = DbMemoryStore(engine)
     store.put(("n",), "a", {"n": 1})
@@ -361,7 +387,7 @@ def test_query_ranks_by_bm25_and_never_drops_an_item(engine: Engine) -> None:
     assert found[0].score > found[1].score > 0 and found[2].score == found[3].score == 0.0
     assert [i.key for i in store.search(("docs",), query="green tea", limit=2, offset=1)] == ["both", "coffee"]
     assert all(i.score is None for i in store.search(("docs",)))
-    assert [i.key for i in store.search(("docs",))] == ["both", "coffee", "none", "tea"]  # by key
+    assert [i.key for i in store.search(("docs",))] == ["tea", "coffee", "both", "none"]  # creation order
 
 
 def test_timestamps_come_from_the_file_row(engine: Engine) -> None:
@@ -450,14 +476,62 @@ def test_sweep_ttl_expires_only_langgraph_items(engine: Engine) -> None:
 
 def test_ttl_settings_are_checked() -> None:
     engine = sa.create_engine("sqlite://")
-    with pytest.raises(InvalidArgumentError, match="default_ttl needs expiry_days"):
+    with pytest.raises(InvalidArgumentError, match="shorter than 60 minutes") as caught:
         DbMemoryStore(engine, default_ttl=10)
+    assert caught.value.code == "unsupported_ttl"
     with pytest.raises(InvalidArgumentError, match="pass ttl=1440"):
         DbMemoryStore(engine, expiry_days=1, default_ttl=10)
     store = DbMemoryStore(engine, expiry_days=1, default_ttl=1440, refresh_on_read=False)
     assert store.ttl_config == {"refresh_on_read": False, "default_ttl": 1440}
     with pytest.raises(InvalidArgumentError):
         DbMemoryStore(engine, expiry_days=0)
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        DbMemoryStore(engine, ttl={"default_ttl": 120}, default_ttl=120)
+    with pytest.raises(InvalidArgumentError, match="unknown TTLConfig keys"):
+        DbMemoryStore(engine, ttl={"default_tl": 120})  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(InvalidArgumentError, match="sweep_interval_minutes"):
+        DbMemoryStore(engine, ttl={"default_ttl": 120, "sweep_interval_minutes": 0})
+    with pytest.raises(NotImplementedError, match="omit_expired"):
+        DbMemoryStore(engine, ttl={"default_ttl": 120, "omit_expired": True})
+
+
+def test_a_ttl_config_sets_the_one_ttl_as_langgraphs_stores_take_it(engine: Engine) -> None:
+    store = DbMemoryStore(engine, ttl={"default_ttl": 120, "refresh_on_read": False, "sweep_interval_minutes": 7})
+    assert store.supports_ttl and store.expiry_days == pytest.approx(120 / 1440) and store.ttl_minutes == pytest.approx(120)
+    assert store.ttl_config == {"default_ttl": 120, "refresh_on_read": False, "sweep_interval_minutes": 7}
+    store.put(("n",), "default", {"v": 1})  # the default TTL: left to the expiry job
+    store.put(("n",), "kept", {"v": 2}, ttl=None)
+    assert not _exempt(engine, "default") and _exempt(engine, "kept")
+    with pytest.raises(InvalidArgumentError, match="pass ttl=120"):
+        store.put(("n",), "x", {}, ttl=60)
+    _age_every_file(engine, 1)
+    assert store.get(("n",), "default") is not None  # refresh_on_read=False: no touch
+    assert store.sweep_ttl() == 1
+    assert [i.key for i in store.search(("n",))] == ["kept"]
+
+
+def test_the_ttl_sweeper_thread_sweeps_and_stops(engine: Engine) -> None:
+    store = DbMemoryStore(engine, ttl={"default_ttl": 60, "sweep_interval_minutes": 0.001})
+    store.put(("n",), "goes", {})
+    _age_every_file(engine, 1)
+    future = store.start_ttl_sweeper()
+    deadline = dt.datetime.now() + dt.timedelta(seconds=20)
+    while store.get(("n",), "goes", refresh_ttl=False) is not None and dt.datetime.now() < deadline:
+        threading.Event().wait(0.05)
+    assert store.stop_ttl_sweeper(timeout=10) and future.result(timeout=10) is None
+    assert store.get(("n",), "goes") is None
+    with pytest.raises(NotImplementedError, match="needs a TTL"):
+        DbMemoryStore(engine).start_ttl_sweeper()
+    with engine.connect() as conn, pytest.raises(InvalidArgumentError, match="needs an Engine"):
+        DbMemoryStore(conn, expiry_days=1).start_ttl_sweeper()
+
+
+def test_a_vector_index_is_refused_and_a_puts_index_argument_ignored(engine: Engine) -> None:
+    with pytest.raises(NotImplementedError, match="no vector index"):
+        DbMemoryStore(engine, index={"dims": 3, "embed": lambda texts: [[0.0] * 3 for _ in texts]})
+    store = DbMemoryStore(engine)
+    store.put(("n",), "a", {"text": "x"}, index=["text"])
+    assert store.get(("n",), "a").value == {"text": "x"}
 
 
 # -- async, binds, Oracle -----------------------------------------------------------------------
@@ -501,6 +575,11 @@ def test_statements_compile_for_oracle_19c() -> None:
     ):
         sql = str(stmt.compile(dialect=dialect))
         assert "LIKE" not in sql  # exact prefixes only: '_' is our escape character
+    search = lg_sql.select_search_rows("shared:lg.a", needles=[['"a_b%"']], after_id=5, limit=10, offset=2)
+    sql = str(search.compile(dialect=dialect))
+    assert "ESCAPE '/'" in sql and "FETCH FIRST" in sql or "ROWNUM" in sql
+    compiled = search.compile(dialect=dialect)
+    assert '"a/_b/%"' in [v.strip("%") for v in compiled.params.values() if isinstance(v, str)]
     compiled = lg_sql.select_namespace_keys("shared:lg.").compile(dialect=dialect)
     patterns = [v for v in compiled.params.values() if isinstance(v, str) and "%" in v]
     assert patterns and not any("_" in p for p in patterns)  # path patterns: no wildcard '_'

@@ -3,8 +3,10 @@
 
 Modules: :mod:`~dbmemory.integrations.langgraph.store` (the store and its batches),
 :mod:`~dbmemory.integrations.langgraph.codec` (namespaces and keys to store keys and paths, and
-back), :mod:`~dbmemory.integrations.langgraph.sql` (the listing and search statements). Needs the
-``langgraph`` extra.
+back), :mod:`~dbmemory.integrations.langgraph.sql` (the listing and search statements),
+:mod:`~dbmemory.integrations.langgraph.search` (what a search does in SQL and in Python),
+:mod:`~dbmemory.integrations.langgraph.ttl` (``TTLConfig`` onto the expiry job, the sweeper),
+:mod:`~dbmemory.integrations.langgraph.ranking` (BM25). Needs the ``langgraph`` extra.
 """
 
 from __future__ import annotations

@@ -3,24 +3,34 @@ from their one executor each. Plain reads; writes go through :mod:`dbmemory.stor
 
 Store keys are matched by exact prefix (``SUBSTR(store_key, 1, n) = :prefix``, never ``LIKE``:
 ``_`` is a LIKE wildcard and our escape character), and every row is checked again in Python
-(:func:`dbmemory.integrations.langgraph.codec.namespace_of_key`). The body (a CLOB) is only selected.
+(:func:`dbmemory.integrations.langgraph.codec.namespace_of_key`). The body (a CLOB) is only
+selected, or matched with ``LIKE`` against a literal piece of JSON text (``ESCAPE '/'``: ``%``,
+``_`` and ``/`` itself are escaped), which narrows a filtered search. The search statement is
+built once per shape with bind parameters (:func:`search_statement`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from dbmemory.core.paths import ROOT
+from dbmemory.db import raw
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import file_reads, files, stores
 from dbmemory.integrations.langgraph.codec import ITEM_SUFFIX, namespace_of_key
 from dbmemory.store.statements.bulk import id_chunks
 
 __all__ = [
+    "select_search_rows",
+    "search_statement",
+    "SearchRow",
+    "search_rows",
     "select_item_rows",
     "select_bodies",
     "select_namespace_rows",
@@ -91,17 +101,106 @@ def select_namespace_rows(key_prefix: str) -> sa.Select[Any]:
     )
 
 
-def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
-    """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
-    (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+def _item_shaped() -> sa.ColumnElement[bool]:
+    """Files named like an item: ``/memories/<name>.json``, no deeper folder."""
     head = ROOT + "/"
     path = files.c.file_path
-    item_shaped = sa.and_(
+    return sa.and_(
         sa.func.substr(path, 1, len(head)) == head,
         path.like("%" + ITEM_SUFFIX),
         sa.not_(path.like(head + "%/%")),
     )
-    has_item = sa.exists().where(files.c.store_id == stores.c.store_id, item_shaped)
+
+
+def _like_pattern(text: str) -> str:
+    """``%text%`` with the LIKE wildcards and the escape character ``/`` escaped."""
+    return "%" + text.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+
+
+@functools.lru_cache(maxsize=256)
+def _search_shape(every: bool, groups: tuple[int, ...], after: bool, limit: bool, offset: bool) -> sa.Select[Any]:
+    """The statement of :func:`select_search_rows` for one shape, with bind parameters: built
+    and compiled once (SQLAlchemy's statement cache), whatever the prefix and needles."""
+    key, length = sa.bindparam("p_key", type_=sa.String()), sa.bindparam("p_len", type_=sa.Integer())
+    head = sa.func.substr(stores.c.store_key, 1, length) == key
+    if not every:  # the namespace itself, or a deeper one
+        head = sa.or_(stores.c.store_key == sa.bindparam("p_exact", type_=sa.String()), head)
+    body = files.c.body
+    stmt = (
+        sa.select(*_META, body)
+        .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
+        .where(head, _item_shaped())
+    )
+    for g, size in enumerate(groups):
+        stmt = stmt.where(
+            sa.or_(*(body.like(sa.bindparam(f"p_n{g}_{i}", type_=sa.String()), escape="/") for i in range(size)))
+        )
+    if after:
+        stmt = stmt.where(files.c.file_id > sa.bindparam("p_after", type_=sa.BigInteger()))
+    stmt = stmt.order_by(files.c.file_id)
+    if limit:
+        stmt = stmt.limit(sa.bindparam("p_limit", type_=sa.Integer()))
+    if offset:
+        stmt = stmt.offset(sa.bindparam("p_offset", type_=sa.Integer()))
+    return stmt
+
+
+def search_statement(
+    key_prefix: str,
+    *,
+    needles: Sequence[Sequence[str]] = (),
+    after_id: int | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """The statement and parameters of :func:`select_search_rows` (the statement is shared by
+    every call of the same shape)."""
+    every = key_prefix.endswith(".")
+    params: dict[str, Any] = {}
+    if every:
+        params.update(p_key=key_prefix, p_len=len(key_prefix))
+    else:
+        params.update(p_exact=key_prefix, p_key=key_prefix + ".", p_len=len(key_prefix) + 1)
+    for g, group in enumerate(needles):
+        for i, text in enumerate(group):
+            params[f"p_n{g}_{i}"] = _like_pattern(text)
+    if after_id is not None:
+        params["p_after"] = after_id
+    if limit is not None:
+        params["p_limit"] = limit
+    if offset:
+        params["p_offset"] = offset
+    shape = (every, tuple(len(g) for g in needles), after_id is not None, limit is not None, bool(offset))
+    return _search_shape(*shape), params
+
+
+def select_search_rows(
+    key_prefix: str,
+    *,
+    needles: Sequence[Sequence[str]] = (),
+    after_id: int | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> sa.Select[Any]:
+    """The item-shaped files of the stores under ``key_prefix``, in creation order
+    (``file_id``), with their text: the rows of :func:`select_item_rows` and ``body``.
+
+    Args:
+        key_prefix: a store key prefix (as :func:`_under_key`).
+        needles: groups of literal texts; a row's body must contain at least one text of each
+            group (``LIKE '%text%' ESCAPE '/'``). A necessary condition of a filter, never the
+            whole of it: the caller checks every row again.
+        after_id: only files with a larger ``file_id`` (the next chunk).
+        limit, offset: a page in SQL (``None``: no limit).
+    """
+    stmt, params = search_statement(key_prefix, needles=needles, after_id=after_id, limit=limit, offset=offset)
+    return stmt.params(params)
+
+
+def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
+    """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
+    (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+    has_item = sa.exists().where(files.c.store_id == stores.c.store_id, _item_shaped())
     return sa.select(stores.c.store_key).where(_under_key(key_prefix), has_item)
 
 
@@ -115,6 +214,30 @@ def _run(conn: Connection, stmt: sa.Executable, action: str) -> list[Row[Any]]:
 def item_rows(conn: Connection, key_prefix: str, *, with_body: bool) -> list[Row[Any]]:
     """Run :func:`select_item_rows`."""
     return _run(conn, select_item_rows(key_prefix, with_body=with_body), "searching LangGraph items")
+
+
+class SearchRow(NamedTuple):
+    """A row of :func:`select_search_rows`, in its column order."""
+
+    store_key: str
+    file_id: int
+    file_path: str
+    expiry_exempt: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    last_accessed_at: dt.datetime
+    read_at: dt.datetime | None
+    body: str | None
+
+
+def search_rows(conn: Connection, statement: tuple[sa.Select[Any], dict[str, Any]]) -> list[SearchRow]:
+    """Run a :func:`search_statement` (on the driver's cursor where :mod:`dbmemory.db.raw`
+    allows it, else ``conn.execute``)."""
+    stmt, params = statement
+    try:
+        return [SearchRow(*row) for row in raw.all_rows(conn, stmt, params)]
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, "searching LangGraph items") from exc
 
 
 def bodies(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:

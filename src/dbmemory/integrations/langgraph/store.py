@@ -38,37 +38,32 @@ was before the batch's puts, and of several puts of one item the last wins.
 **Search.** ``namespace_prefix`` matches whole labels; ``filter`` matches value fields as
 ``InMemoryStore`` does (plain values by ``==``, nested dicts field by field, lists by element,
 and ``$eq $ne $gt $gte $lt $lte``), except that an ordering operator on a missing or
-non-numeric field does not match where ``InMemoryStore`` raises. Order: by namespace (labels
-compared as tuples of code points), then key. With a ``query`` the items are ranked by BM25
-(the ``bm25s`` library: its tokenizer, lower-cased words of 2+ characters, no stop words; the
-corpus is the items that pass the prefix and filter; an item's text is every string in its
-value) with the score in ``SearchItem.score``, highest first, ties in the order above; the
-query never drops an item (``InMemoryStore`` without an index ignores the query and returns
-items unscored, in insertion order). ``limit``/``offset`` slice that order (Python slice
-semantics, as ``InMemoryStore``). There is no vector index: a put's ``index`` argument is
-ignored, as by ``InMemoryStore`` made without one. Files of the store that are not items
-(another name, or not a JSON object) are skipped. A search reads the rows of every store under
-the prefix (without their text when there is neither filter nor query: then only the page's
-texts are read), so its cost grows with the namespaces under the prefix.
+non-numeric field does not match where ``InMemoryStore`` raises. Order: creation order of the
+items (a put of an existing item keeps its place; a deleted and re-created one goes last).
+With a ``query`` the items are ranked by BM25 (``bm25s``: lower-cased words of 2+ characters,
+no stop words; the corpus is the items that pass the prefix and filter; an item's text is
+every string in its value), score in ``SearchItem.score``, highest first, ties in creation
+order; the query never drops an item. ``limit``/``offset`` slice that order. Prefix, order
+and, without filter or query, the page itself run in SQL; a filter's string equalities narrow
+the rows in SQL and every condition is then checked exactly (:mod:`~dbmemory.integrations.langgraph.search`).
+There is no vector index: ``index=`` is refused, a put's ``index`` argument ignored (as by
+``InMemoryStore`` made without one). Files that are not items (another name, or not a JSON
+object) are skipped (a page without filter may then be short).
 
 **Namespaces** (:meth:`list_namespaces`): a namespace is listed while it holds an item (as
 LangGraph's PostgreSQL store; ``InMemoryStore`` also keeps listing one whose items were all
 deleted, or that was only read); prefix and suffix conditions with ``"*"`` wildcards and
 ``max_depth`` as LangGraph defines them; sorted as tuples.
 
-**TTL.** There is no per-file deadline: dbmemory's expiry is a database job (``dbmemory
-expire --days N``, or the generated SQL job) that deletes files neither written nor read for N
-days (reads are recorded at most once an hour; the job allows for it). So:
-
-* without ``expiry_days`` (default) ``supports_ttl`` is False, as for ``InMemoryStore``: a put
-  with a ``ttl`` raises ``NotImplementedError``; every item is exempt from the expiry job
-  (LangGraph's ``ttl=None``: never expires);
-* with ``expiry_days=N`` (the N of the job that runs on this database) ``supports_ttl`` is
-  True and the one TTL there is, ``N * 1440`` minutes (:attr:`DbMemoryStore.ttl_minutes`), is
-  accepted: such an item is left to the job and a read (``refresh_ttl``, default
-  ``refresh_on_read``) or a write refreshes it. Any other ``ttl`` raises
-  ``InvalidArgumentError`` naming the accepted one. ``ttl=None`` keeps an item until deleted.
-  Expired items stay visible until the job (or :meth:`DbMemoryStore.sweep_ttl`) deletes them.
+**TTL** (:mod:`~dbmemory.integrations.langgraph.ttl`): there is no per-item deadline: the
+expiry job deletes files neither written nor read for N days, so a store has at most one
+TTL, ``N * 1440`` minutes (:attr:`DbMemoryStore.ttl_minutes`, at least 60), set by
+``expiry_days=N`` or ``default_ttl`` (or ``ttl=TTLConfig(...)``). Without it ``supports_ttl``
+is False and a put with a ``ttl`` raises ``NotImplementedError``; with it a put's ``ttl`` is
+that TTL (the item is left to the job; a write, and a read unless ``refresh_ttl=False``,
+restarts it) or ``None`` (kept until deleted); any other raises ``InvalidArgumentError``
+(code ``unsupported_ttl``). Expired items stay visible until the job, :meth:`sweep_ttl` or
+:meth:`start_ttl_sweeper`'s thread deletes them.
 
 Needs the ``langgraph`` extra (``pip install -e ".[langgraph]"``).
 """
@@ -76,8 +71,9 @@ Needs the ``langgraph`` extra (``pip install -e ".[langgraph]"``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import math
+import datetime as dt
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -85,6 +81,7 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
+from dbmemory.db import raw
 from dbmemory.db.dialect.base import is_memory_sqlite
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import (
@@ -121,8 +118,14 @@ from dbmemory.db.engine import connect, create_engine
 from dbmemory.db.migrate import upgrade
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
-from dbmemory.integrations.langgraph.ranking import bm25_scores
-from dbmemory.store.expiry import expire_files, expire_files_committing, validate_days
+from dbmemory.integrations.langgraph.search import find_items
+from dbmemory.integrations.langgraph.ttl import (
+    MINUTES_PER_DAY,
+    Sweeper,
+    check_put_ttl,
+    ttl_settings,
+)
+from dbmemory.store.expiry import expire_files, expire_files_committing
 from dbmemory.store.files import put_file
 from dbmemory.store.locks import find_store_id
 from dbmemory.store.moves import delete_file
@@ -135,8 +138,6 @@ __all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]
 STORE_CODE_PREFIX = codec.STORE_CODE_PREFIX
 """Store codes of LangGraph namespaces start with ``lg.`` (store keys with ``shared:lg.``)."""
 
-_MINUTES_PER_DAY = 1440
-
 
 class LangGraphNamespaceError(codec.NamespaceError, InvalidNamespaceError):
     """A namespace label breaks LangGraph's rules or does not fit a store key: both dbmemory's
@@ -145,7 +146,7 @@ class LangGraphNamespaceError(codec.NamespaceError, InvalidNamespaceError):
 
 
 class _Get(NamedTuple):
-    index: int
+    slot: int
     namespace: tuple[str, ...]
     key: str
     store_key: str | None  # None: the namespace cannot exist
@@ -154,7 +155,7 @@ class _Get(NamedTuple):
 
 
 class _Search(NamedTuple):
-    index: int
+    slot: int
     prefix: tuple[str, ...]
     key_prefix: str | None
     filter: Mapping[str, Any] | None
@@ -165,7 +166,7 @@ class _Search(NamedTuple):
 
 
 class _List(NamedTuple):
-    index: int
+    slot: int
     conditions: tuple[tuple[str, tuple[str, ...]], ...]
     key_prefix: str
     max_depth: int | None
@@ -181,6 +182,21 @@ class _Put(NamedTuple):
     path: str
     text: str | None  # None: delete
     exempt: bool
+
+
+class _FileRead(NamedTuple):
+    """The columns of a get's row (:data:`~dbmemory.store.statements.reads.SELECT_FILE_READ_BY_KEY`)."""
+
+    file_id: int
+    body: str | None
+    expiry_exempt: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    last_accessed_at: dt.datetime
+    read_at: dt.datetime | None
+
+
+_READ_POSITIONS = tuple(raw.columns(st.SELECT_FILE_READ_BY_KEY)[name] for name in _FileRead._fields)
 
 
 def _int(value: object, what: str, *, optional: bool = False) -> int | None:
@@ -200,11 +216,18 @@ class DbMemoryStore(BaseStore):
             or a Connection whose transaction batches join (never committed here).
         expiry_days: the ``days`` of the expiry job that runs on this database; enables TTL
             (``supports_ttl``) with the one TTL ``expiry_days * 1440`` minutes. ``None``
-            (default): no TTL, every item exempt from the expiry job.
-        default_ttl: the TTL of a put that gives none, in minutes: ``None`` (default) or the
-            accepted one (needs ``expiry_days``).
+            (default): no TTL unless ``default_ttl`` gives it; every item exempt from expiry.
+        default_ttl: the TTL of a put that gives none, in minutes (at least 60): without
+            ``expiry_days`` it sets ``expiry_days = default_ttl / 1440``; with it, it must
+            equal ``expiry_days * 1440``. ``None`` (default): a put without ``ttl`` never
+            expires.
         refresh_on_read: whether reads refresh an item's TTL by default (LangGraph's
-            ``TTLConfig.refresh_on_read``).
+            ``TTLConfig.refresh_on_read``; default True).
+        ttl: LangGraph's ``TTLConfig`` instead of ``default_ttl``/``refresh_on_read`` (as
+            ``SqliteStore(conn, ttl=...)``): ``default_ttl``, ``refresh_on_read``,
+            ``sweep_interval_minutes`` (:meth:`start_ttl_sweeper`); ``omit_expired=True``
+            raises ``NotImplementedError`` (:mod:`dbmemory.integrations.langgraph.ttl`).
+        index: LangGraph's ``IndexConfig`` (vector search): not supported, ``None`` only.
         caps: the caps a namespace's store gets when its first put creates it; ``None``
             (default): the caps of an agent configuration naming the store, else the defaults
             (100,000 characters per file, 1,000 files). An existing store keeps its own caps
@@ -213,7 +236,9 @@ class DbMemoryStore(BaseStore):
 
     Raises:
         InvalidArgumentError: an async engine or connection, an unknown kind of ``bind``, or a
-            bad ``expiry_days``/``default_ttl``/``caps``/``actor``.
+            bad ``expiry_days``/``default_ttl``/``ttl``/``caps``/``actor``.
+        NotImplementedError: an ``index`` (no embeddings here: a query is ranked by BM25), or
+            ``ttl={"omit_expired": True}``.
     """
 
     supports_ttl: bool = False
@@ -225,11 +250,21 @@ class DbMemoryStore(BaseStore):
         *,
         expiry_days: float | None = None,
         default_ttl: float | None = None,
-        refresh_on_read: bool = True,
+        refresh_on_read: bool | None = None,
+        ttl: TTLConfig | None = None,
+        index: Any = None,
         caps: Caps | None = None,
         actor: str = "langgraph",
     ) -> None:
+        if index is not None:
+            raise NotImplementedError(
+                "DbMemoryStore has no vector index (no embeddings are stored): pass index=None; "
+                "a search query is ranked by BM25 over the items' text instead"
+            )
+        settings = ttl_settings(expiry_days, default_ttl, refresh_on_read, ttl)
         self._owned = False
+        self._sweeper = Sweeper()
+        self._sweep_minutes = settings.sweep_minutes
         self._lock = threading.Lock()
         if bind is None or isinstance(bind, (str, URL)):
             bind = create_engine(bind)
@@ -247,55 +282,24 @@ class DbMemoryStore(BaseStore):
             raise InvalidArgumentError(f"caps must be a dbmemory Caps, got {type(caps).__name__}")
         if not isinstance(actor, str) or not actor:
             raise InvalidArgumentError("actor must be a non-empty string, e.g. 'langgraph'")
-        if not isinstance(refresh_on_read, bool):
-            raise InvalidArgumentError(f"refresh_on_read must be True or False, got {refresh_on_read!r}")
         self._bind = bind
         self._shared_connection = isinstance(bind, Engine) and is_memory_sqlite(bind)
         self._caps = caps
         self._actor = actor
-        self.expiry_days: float | None = None
-        if expiry_days is not None:
-            self.expiry_days = validate_days(expiry_days)
-            self.supports_ttl = True
-        if default_ttl is not None:
-            if self.expiry_days is None:
-                raise InvalidArgumentError(
-                    "default_ttl needs expiry_days: TTL here is the database's expiry job "
-                    "(pass expiry_days=N, the N of `dbmemory expire --days N`)"
-                )
-            self._check_ttl(default_ttl)
-        if self.supports_ttl:
-            self.ttl_config = TTLConfig(refresh_on_read=refresh_on_read, default_ttl=default_ttl)
+        self.expiry_days: float | None = settings.expiry_days
+        self.supports_ttl = settings.expiry_days is not None
+        self.ttl_config = settings.config
 
     # -- TTL -------------------------------------------------------------------------------
 
     @property
     def ttl_minutes(self) -> float | None:
         """The one TTL accepted, in minutes (``expiry_days * 1440``), or ``None`` without TTL."""
-        return None if self.expiry_days is None else self.expiry_days * _MINUTES_PER_DAY
+        return None if self.expiry_days is None else self.expiry_days * MINUTES_PER_DAY
 
     def _check_ttl(self, ttl: object) -> bool:
         """Whether a put's ``ttl`` leaves the item to the expiry job (else it is exempt)."""
-        if ttl is None:
-            return False
-        minutes = self.ttl_minutes
-        if minutes is None:
-            raise NotImplementedError(
-                "TTL is not supported by this DbMemoryStore: create it with expiry_days=N (the N "
-                "of the expiry job, `dbmemory expire --days N`), or put with ttl=None"
-            )
-        if (
-            isinstance(ttl, bool)
-            or not isinstance(ttl, (int, float))
-            or not math.isclose(float(ttl), minutes, rel_tol=1e-9)
-        ):
-            raise InvalidArgumentError(
-                f"ttl={ttl!r} minutes is not available: items here expire by the database's "
-                f"expiry job, {self.expiry_days:g} days ({minutes:g} minutes) after their last "
-                f"write or read; pass ttl={minutes:g}, or ttl=None to keep the item until deleted",
-                code="unsupported_ttl",
-            )
-        return True
+        return check_put_ttl(ttl, self.expiry_days)
 
     # -- planning (pure: every op checked before any SQL) ---------------------------------------
 
@@ -333,14 +337,14 @@ class DbMemoryStore(BaseStore):
                     )
                 )
             elif isinstance(op, ListNamespacesOp):
-                conditions = []
+                conditions: list[tuple[str, tuple[str, ...]]] = []
                 for condition in op.match_conditions or ():
-                    kind, path = condition.match_type, condition.path
+                    kind = condition.match_type
                     if kind not in ("prefix", "suffix"):
                         raise InvalidArgumentError(f"match_type {kind!r} is not 'prefix' or 'suffix'")
-                    conditions.append((kind, codec.check_labels(path, f"{kind} condition", err)))
+                    conditions.append((kind, codec.check_labels(condition.path, f"{kind} condition", err)))
                 literal: list[str] = []  # the first prefix condition's labels before a "*"
-                for label in next((path for kind, path in conditions if kind == "prefix"), ()):
+                for label in next((labels for kind, labels in conditions if kind == "prefix"), ()):
                     if label == "*":
                         break
                     literal.append(label)
@@ -411,11 +415,11 @@ class DbMemoryStore(BaseStore):
         results: list[Result] = [None] * count
         for read in reads:
             if isinstance(read, _Get):
-                results[read.index] = self._get(conn, read)
+                results[read.slot] = self._get(conn, read)
             elif isinstance(read, _Search):
-                results[read.index] = self._search(conn, read)
+                results[read.slot] = self._search(conn, read)
             else:
-                results[read.index] = self._list(conn, read)
+                results[read.slot] = self._list(conn, read)
         if self._one_unit(puts):  # the put's own write unit is the batch's: no outer savepoint
             for put in puts.values():
                 self._put(conn, put)
@@ -446,14 +450,13 @@ class DbMemoryStore(BaseStore):
     def _get(self, conn: Connection, op: _Get) -> Item | None:
         if op.store_key is None or op.path is None:
             return None
-        try:
-            row = conn.execute(
-                st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)}
-            ).first()
+        try:  # on the driver's cursor where dbmemory.db.raw allows it, else conn.execute
+            found = raw.first_row(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)})
         except sa.exc.SQLAlchemyError as exc:
             raise translate_db_error(exc, f"reading {op.path}") from exc
-        if row is None:
+        if found is None:
             return None
+        row = _FileRead(*(found[i] for i in _READ_POSITIONS))
         value = codec.decode_value(row.body or "")
         if value is None:  # not JSON, or not an object: not an item, as search and list skip it
             return None
@@ -467,42 +470,16 @@ class DbMemoryStore(BaseStore):
     def _search(self, conn: Connection, op: _Search) -> list[SearchItem]:
         if op.key_prefix is None:
             return []
-        with_body = bool(op.filter) or op.query is not None
-        found = []
-        for row in lg_sql.item_rows(conn, op.key_prefix, with_body=with_body):
-            namespace = codec.namespace_of_key(row.store_key)
-            if namespace is None or namespace[: len(op.prefix)] != op.prefix:
-                continue
-            key = codec.key_of_path(row.file_path)
-            if key is None:
-                continue
-            value = None
-            if with_body:
-                value = codec.decode_value(row.body or "")
-                if value is None or not codec.matches_filter(value, op.filter):
-                    continue
-            found.append([namespace, key, row, value, None])
-        found.sort(key=lambda f: (f[0], f[1]))
-        if op.query is not None:
-            for entry, score in zip(found, bm25_scores(op.query, [codec.text_of_value(f[3]) for f in found]), strict=True):
-                entry[4] = score
-            found.sort(key=lambda f: -f[4])  # stable: ties keep namespace, key order
-        page = found[op.offset : op.offset + op.limit]
-        if not with_body:
-            texts = lg_sql.bodies(conn, [f[2].file_id for f in page])
-            for entry in page:
-                entry[3] = codec.decode_value(texts.get(entry[2].file_id, ""))
+        page = find_items(conn, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset)
         out = []
-        for namespace, key, row, value, score in page:
-            if value is None:  # not a JSON object (or removed meanwhile)
-                continue
-            path = row.file_path
-            if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, path):
-                continue
+        for found in page:
+            row = found.row
+            if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, row.file_path):
+                continue  # removed meanwhile
             out.append(
                 SearchItem(
-                    namespace=namespace, key=key, value=value,
-                    created_at=row.created_at, updated_at=row.updated_at, score=score,
+                    namespace=found.namespace, key=found.key, value=found.value,
+                    created_at=row.created_at, updated_at=row.updated_at, score=found.score,
                 )
             )
         return out
@@ -557,13 +534,44 @@ class DbMemoryStore(BaseStore):
             with self._lock:
                 ids = lg_sql.store_ids(self._bind, codec.STORE_KEY_PREFIX)
                 return sum(expire_files(self._bind, days=self.expiry_days, store_id=i) for i in ids)
-        with connect(self._bind, "listing the LangGraph stores") as conn:
-            ids = lg_sql.store_ids(conn, codec.STORE_KEY_PREFIX)
-        return sum(expire_files_committing(self._bind, days=self.expiry_days, store_id=i) for i in ids)
+        with self._lock if self._shared_connection else contextlib.nullcontext():
+            with connect(self._bind, "listing the LangGraph stores") as conn:
+                ids = lg_sql.store_ids(conn, codec.STORE_KEY_PREFIX)
+            return sum(expire_files_committing(self._bind, days=self.expiry_days, store_id=i) for i in ids)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+        """Run :meth:`sweep_ttl` in a daemon thread every ``sweep_interval_minutes`` (default
+        the ``TTLConfig``'s, else 5), as LangGraph's stores do. A failed sweep is logged and
+        tried again at the next interval. Returns a future that completes when the thread
+        stops (cancelling it stops the thread); a running sweeper is kept.
+
+        Raises:
+            NotImplementedError: the store has no TTL (``expiry_days``/``default_ttl``).
+            InvalidArgumentError: the store joins a Connection (the caller's transaction is
+                not for a thread: run :meth:`sweep_ttl` or the database's expiry job), or a
+                bad interval.
+        """
+        if self.expiry_days is None:
+            raise NotImplementedError("start_ttl_sweeper needs a TTL: create the store with expiry_days=N or default_ttl")
+        if isinstance(self._bind, Connection):
+            raise InvalidArgumentError(
+                "start_ttl_sweeper needs an Engine: a store on a Connection joins the caller's "
+                "transaction, which a thread must not use (call sweep_ttl, or schedule `dbmemory expire`)"
+            )
+        minutes = self._sweep_minutes
+        if sweep_interval_minutes is not None:
+            minutes = ttl_settings(None, None, None, {"sweep_interval_minutes": sweep_interval_minutes}).sweep_minutes
+        return self._sweeper.start(self.sweep_ttl, minutes)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the thread of :meth:`start_ttl_sweeper`; ``True`` when it stopped (or was not
+        running) within ``timeout`` seconds (``None``: wait)."""
+        return self._sweeper.stop(timeout)
 
     def close(self) -> None:
         """Dispose of the engine this store made from a URL (a given Engine or Connection is
         the caller's and is left alone)."""
+        self._sweeper.stop()
         if self._owned and isinstance(self._bind, Engine):
             self._bind.dispose()
 
