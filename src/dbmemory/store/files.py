@@ -251,7 +251,9 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     if key is None:  # only for a statement that is no single-row INSERT
         raise TypeError("the insert returned no primary key")
-    return int(key[0])
+    file_id = key._mapping["file_id"]  # the key is (store_id, file_id)
+    # MySQL/MariaDB and SQLite number it with AUTO_INCREMENT / the rowid: the driver's lastrowid
+    return int(file_id if file_id is not None else result.lastrowid)
 
 
 def _new_record(
@@ -572,7 +574,7 @@ def _write_text(
         audit(conn, [event])
         return
     stmt, params = update_file_params(
-        old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
+        store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
     )
     if conn.execute(stmt, params).rowcount != 1:
         raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
