@@ -251,8 +251,7 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     if key is None:  # only for a statement that is no single-row INSERT
         raise TypeError("the insert returned no primary key")
-    file_id = key._mapping["file_id"]  # the key is (store_id, file_id)
-    # MySQL/MariaDB and SQLite number it with AUTO_INCREMENT / the rowid: the driver's lastrowid
+    file_id = key._mapping["file_id"]  # of (store_id, file_id); None: AUTO_INCREMENT / rowid
     return int(file_id if file_id is not None else result.lastrowid)
 
 
@@ -573,9 +572,7 @@ def _write_text(
             raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
         audit(conn, [event])
         return
-    stmt, params = update_file_params(
-        store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
-    )
+    stmt, params = update_file_params(store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
     if conn.execute(stmt, params).rowcount != 1:
         raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
     audit_write(conn, store_id, [event], 0, grow)
