@@ -64,7 +64,7 @@ from dbmemory.store.locks import (
 )
 from dbmemory.store.statements import reads as st
 from dbmemory.store.statements.writes import (
-    INSERT_FILE,
+    insert_file_for,
     insert_file_if_free_params,
     insert_file_params,
     returning_file_id,
@@ -193,7 +193,7 @@ def _create_locked(
     )
     now = utcnow()
     result = conn.execute(
-        INSERT_FILE,
+        insert_file_for(conn.dialect.name),
         insert_file_params(store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt),
     )
     event = audit_event(store_id, store_key, path, "create", actor, None, len(text))
@@ -487,7 +487,7 @@ def _put_new(put: _Put, expected_version: int | None, expiry_exempt: bool | None
     put.check_store_cap(add_files=1, add_chars=len(put.text))
     exempt = bool(expiry_exempt)
     result = put.conn.execute(
-        INSERT_FILE,
+        insert_file_for(put.conn.dialect.name),
         insert_file_params(
             put.store_id, put.path, path_hash(put.path), put.text, put.now, expiry_exempt=exempt
         ),

@@ -42,6 +42,8 @@ __all__ = [
     "returning_file_id",
     "insert_file_if_free_params",
     "INSERT_FILE",
+    "INSERT_FILE_INLINE",
+    "insert_file_for",
     "insert_file_params",
     "UPDATE_FILE",
     "UPDATE_FILE_EXEMPT",
@@ -215,6 +217,17 @@ def insert_file_if_free_params(
 
 INSERT_FILE = sa.insert(files)
 """Insert a file; values per execute (:func:`insert_file_params`)."""
+
+INSERT_FILE_INLINE = INSERT_FILE.inline()
+""":data:`INSERT_FILE` without the implicit ``RETURNING`` SQLAlchemy adds for the composite key
+``(store_id, file_id)``: where the driver's ``lastrowid`` is the new ``file_id`` (SQLite,
+MySQL/MariaDB), so the statement stays the one it was before revision 0007."""
+
+
+def insert_file_for(dialect_name: str) -> sa.Insert:
+    """:data:`INSERT_FILE` where the insert's result carries the new key (PostgreSQL and
+    Oracle: ``RETURNING``), else :data:`INSERT_FILE_INLINE` (read ``lastrowid``)."""
+    return INSERT_FILE if dialect_name in ("postgresql", "oracle") else INSERT_FILE_INLINE
 
 
 def insert_file_params(
