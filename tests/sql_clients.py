@@ -129,16 +129,21 @@ def seed(engine: Engine, rows: list[Seed], now: dt.datetime) -> None:
         read = [r for r in rows if r.read_age is not None]
         if read:
             ids = {
-                p: i
-                for p, i in c.execute(
-                    sa.select(schema.files.c.file_path, schema.files.c.file_id).where(
+                p: (s, i)
+                for p, s, i in c.execute(
+                    sa.select(
+                        schema.files.c.file_path, schema.files.c.store_id, schema.files.c.file_id
+                    ).where(
                         schema.files.c.file_path.in_([r.path for r in read])
                     )
                 )
             }
             c.execute(
                 sa.insert(schema.file_reads),
-                [{"file_id": ids[r.path], "read_at": now - r.read_age} for r in read],
+                [
+                    {"store_id": ids[r.path][0], "file_id": ids[r.path][1], "read_at": now - r.read_age}
+                    for r in read
+                ],
             )
 
 

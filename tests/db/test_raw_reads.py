@@ -47,7 +47,11 @@ def test_raw_rows_equal_what_conn_execute_returns(engine: Engine) -> None:
     store_id = _seed(engine, ["/memories/a.md", "/memories/d/b.md"])
     with engine.connect() as conn, conn.begin():
         with conn.begin_nested():  # a recorded read for one file
-            raw.row_count(conn, st.INSERT_FILE_READ, {"p_fid": _file_id(conn, "/memories/a.md"), "p_now": utcnow()})
+            raw.row_count(
+                conn,
+                st.INSERT_FILE_READ,
+                {"p_sid": store_id, "p_fid": _file_id(conn, "/memories/a.md"), "p_now": utcnow()},
+            )
         cases: list[tuple[Any, dict[str, Any]]] = [
             (st.SELECT_SIZES_BY_KEY, {"p_key": REF.store_key}),
             (st.SELECT_SIZES_DIR_BY_KEY, {"p_key": REF.store_key, **st.prefix_params("/memories/d")}),
@@ -274,4 +278,4 @@ def test_a_parameter_its_type_refuses_fails_as_conn_execute_does(engine: Engine)
     """A bind processor's error is SQLAlchemy's ``StatementError``, on the raw path too."""
     with engine.connect() as conn, conn.begin():
         with pytest.raises(sa.exc.StatementError):
-            raw.row_count(conn, st.UPDATE_FILE_READ, {"p_fid": 1, "p_now": "not a datetime"})
+            raw.row_count(conn, st.UPDATE_FILE_READ, {"p_sid": 1, "p_fid": 1, "p_now": "not a datetime"})

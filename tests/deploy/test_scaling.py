@@ -1,24 +1,27 @@
-"""Issue 13, docs/scaling.md: every hot-path statement the package builds touches one store.
+"""docs/scaling.md: every hot-path statement the package builds touches one store.
 
 The hot path is what a MEMORY tool command, a read's touch and a write's audit event run
 (:data:`HOT_PATH`); each must filter by one store, by ``store_id`` or ``store_key`` compared
 with a parameter (or, for an INSERT, carry the store's id/key as a value), so that with the
 store as the shard key (Citus distribution column ``store_id``, Vitess/Oracle Sharding key)
-every one can be routed to one shard. Statements that reach one file row by its primary key
-alone are listed in :data:`BY_FILE_ID` (docs/scaling.md says what to add for a router query);
-the cross-store statements (expiry, admin reports, configuration) in :data:`CROSS_STORE`.
-Every statement of :func:`dbmemory.store.statements.reads.example_statements` must be in one list, so a new
-statement cannot skip the check.
+every one can be routed to one shard; the statements that address a row by its own id name
+its store too. The cross-store statements (expiry, admin reports, configuration) are in
+:data:`CROSS_STORE`. Every statement of
+:func:`dbmemory.store.statements.examples.example_statements` must be in one list, so a new
+statement cannot skip the check. The tables are :data:`dbmemory.db.schema.PER_STORE_TABLES`,
+each keyed with ``store_id`` first.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
+from dbmemory.db import schema
 from dbmemory.store.statements.examples import example_statements
 
 HOT_PATH = frozenset(
@@ -66,12 +69,8 @@ HOT_PATH = frozenset(
         "insert_file_if_free_top",
         "insert_file_if_free_scan_top",
         "select_byte_sizes",
-    }
-)
-"""Hot-path statements that name their store."""
-
-BY_FILE_ID = frozenset(
-    {
+        # rows of one store addressed by their own id, the store named too (revision 0007's
+        # key (store_id, file_id)): the file was found by a statement above first
         "update_file",
         "update_file_exempt",
         "delete_files_by_id",
@@ -83,8 +82,7 @@ BY_FILE_ID = frozenset(
         "upsert_file_read_oracle",
     }
 )
-"""Hot-path statements that reach rows of one store by file id (the file was found by a
-store-filtered statement of the same command first); not router queries on Citus as they are."""
+"""Every hot-path statement: each names its store."""
 
 CROSS_STORE = frozenset(
     {
@@ -125,6 +123,11 @@ CROSS_STORE = frozenset(
 
 STORE_COLUMNS = ("store_id", "store_key")
 
+_STORE_TAGGED = frozenset(
+    name for name, table in schema.metadata.tables.items() if "store_id" in table.c
+)
+"""Tables whose rows carry their store's id: the per-store ones and the audit events."""
+
 
 def _is_parameter(element: Any) -> bool:
     return isinstance(element, BindParameter) or isinstance(
@@ -152,15 +155,24 @@ def _inserts_store(stmt: Any) -> bool:
     if not isinstance(stmt, sa.Insert):
         return False
     compiled = stmt.compile()  # the values given to .values(): store_id / store_key among them
-    return stmt.table.name in ("dbm_stores", "dbm_files", "dbm_audit_events") and any(
+    return stmt.table.name in _STORE_TAGGED and any(
         compiled.params.get(name) is not None for name in STORE_COLUMNS
     )
 
 
+_TEXT_STORE_FILTER = re.compile(r"\b(\w+\.)?store_id\s*=\s*(:p_sid\b|\w+\.store_id\b)")
+
+
+def _text_filters_by_store(stmt: Any) -> bool:
+    """A textual statement (Oracle's MERGE of a touch) binds ``:p_sid`` and matches on it."""
+    text = str(stmt)
+    return ":p_sid" in text and _TEXT_STORE_FILTER.search(text) is not None
+
+
 def test_every_statement_is_classified() -> None:
     names = set(example_statements())
-    lists = [HOT_PATH, BY_FILE_ID, CROSS_STORE]
-    assert not (HOT_PATH & BY_FILE_ID or HOT_PATH & CROSS_STORE or BY_FILE_ID & CROSS_STORE)
+    lists = [HOT_PATH, CROSS_STORE]
+    assert not HOT_PATH & CROSS_STORE
     assert names == set().union(*lists), (
         f"unclassified: {sorted(names - set().union(*lists))}; "
         f"gone: {sorted(set().union(*lists) - names)}"
@@ -172,14 +184,30 @@ def test_every_hot_path_statement_filters_by_one_store() -> None:
     missing = [
         name
         for name in sorted(HOT_PATH)
-        if not (_filters_by_store(statements[name]) or _inserts_store(statements[name]))
+        if not (
+            _filters_by_store(statements[name])
+            or _inserts_store(statements[name])
+            or (isinstance(statements[name], sa.TextClause) and _text_filters_by_store(statements[name]))
+        )
     ]
     assert missing == [], missing
 
 
-def test_the_by_file_id_statements_really_lack_a_store_filter() -> None:
-    """The list is exact: a statement that gains a store filter moves to HOT_PATH (and
-    docs/scaling.md's list of non-router statements shrinks)."""
-    statements = example_statements()
-    gained = [name for name in sorted(BY_FILE_ID) if _filters_by_store(statements[name])]
-    assert gained == [], gained
+def test_every_per_store_table_is_keyed_by_its_store_first() -> None:
+    """Each table of :data:`dbmemory.db.schema.PER_STORE_TABLES` has a ``NOT NULL`` ``store_id``
+    leading its primary key and every unique key but :data:`_GLOBAL_KEY`, so a row is placed
+    by its store alone."""
+    assert set(schema.PER_STORE_TABLES) <= _STORE_TAGGED
+    for name, key in schema.PER_STORE_TABLES.items():
+        table = schema.metadata.tables[name]
+        assert not table.c.store_id.nullable, name
+        assert tuple(c.name for c in table.primary_key) == key and key[0] == "store_id", name
+        for constraint in table.constraints:
+            if isinstance(constraint, sa.UniqueConstraint) and constraint.name != _GLOBAL_KEY:
+                assert constraint.columns[0].name == "store_id", (name, constraint.name)
+    assert _GLOBAL_KEY in {c.name for c in schema.stores.constraints}
+
+
+_GLOBAL_KEY = "uq_dbm_stores_key"
+"""The one unique key not led by the store: a store key names one store across all shards,
+which a distributed table cannot enforce (docs/scaling.md: a lookup table or vindex)."""

@@ -433,7 +433,7 @@ def test_expiry_procedure_keeps_a_file_read_through_dbmemory_and_forgets_reads_o
         for name in ("read", "unread"):
             tool.execute({"command": "create", "path": f"/memories/{name}.md", "file_text": name})
         c.execute(sa.update(schema.files).values(last_accessed_at=old))
-        c.execute(sa.insert(schema.file_reads).values(file_id=10**9, read_at=old))
+        c.execute(sa.insert(schema.file_reads).values(store_id=1, file_id=10**9, read_at=old))
     with server_engine.connect() as c:
         assert "read" in MemoryTool(c, "JOB").execute({"command": "view", "path": "/memories/read.md"})
         c.commit()

@@ -75,9 +75,11 @@ def age_all(engine: Engine, days: float) -> None:
 def set_read(engine: Engine, path: str, when: dt.datetime) -> None:
     """Record (committed) a read of ``path`` at ``when``."""
     with engine.begin() as c:
-        file_id = c.execute(sa.select(files.c.file_id).where(files.c.file_path == path)).scalar_one()
+        store_id, file_id = c.execute(
+            sa.select(files.c.store_id, files.c.file_id).where(files.c.file_path == path)
+        ).one()
         c.execute(sa.delete(file_reads).where(file_reads.c.file_id == file_id))
-        c.execute(sa.insert(file_reads).values(file_id=file_id, read_at=when))
+        c.execute(sa.insert(file_reads).values(store_id=store_id, file_id=file_id, read_at=when))
 
 
 def reads(engine: Engine) -> dict[str, dt.datetime]:
@@ -322,7 +324,11 @@ def test_the_delete_carries_the_rule_and_audits_only_what_it_deleted(
         c.execute(
             sa.update(files).where(files.c.file_path == "/memories/f1.md").values(last_accessed_at=utcnow())
         )
-        c.execute(sa.insert(file_reads).values(file_id=ids_by_path["/memories/f2.md"], read_at=utcnow()))
+        c.execute(
+            sa.insert(file_reads).values(
+                store_id=store, file_id=ids_by_path["/memories/f2.md"], read_at=utcnow()
+            )
+        )
 
     monkeypatch.setattr(expiry_module, "_after_candidates", meanwhile)
     assert expire_files(conn, days=30) == 3
@@ -755,8 +761,8 @@ def test_the_expiry_purges_old_recorded_reads_of_files_that_are_gone(
 ) -> None:
     with engine.begin() as c:
         c.execute(sa.insert(file_reads), [
-            {"file_id": 10**9, "read_at": ago(days=90)},
-            {"file_id": 10**9 + 1, "read_at": ago(minutes=5)},
+            {"store_id": store, "file_id": 10**9, "read_at": ago(days=90)},
+            {"store_id": store, "file_id": 10**9 + 1, "read_at": ago(minutes=5)},
         ])
     set_read(engine, "/memories/f1.md", ago(days=90))
     assert expire_files_committing(engine, days=30) == 0

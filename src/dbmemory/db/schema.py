@@ -41,6 +41,8 @@ __all__ = [
     "FILE_LIST_VIEW",
     "file_list_view_select",
     "VERSION_TABLE",
+    "PER_STORE_TABLES",
+    "SQLITE_ROWID_KEYS",
 ]
 
 VERSION_TABLE = "dbm_alembic_version"
@@ -129,7 +131,7 @@ stores = sa.Table(
 files = sa.Table(
     "dbm_files",
     metadata,
-    sa.Column("file_id", big_id, sa.Identity(), primary_key=True),
+    sa.Column("file_id", big_id, sa.Identity(), nullable=False),
     sa.Column(
         "store_id",
         big_id,
@@ -145,8 +147,13 @@ files = sa.Table(
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("updated_at", UtcDateTime(), nullable=False),
     sa.Column("last_accessed_at", UtcDateTime(), nullable=False, comment="last read or write"),
+    # the store leads the key (revision 0007): every file row is placed by its store
+    sa.PrimaryKeyConstraint("store_id", "file_id", name="pk_dbm_files"),
     sa.UniqueConstraint("store_id", "path_hash", name="uq_dbm_files_store_path"),
     sa.Index("ix_dbm_files_accessed", "last_accessed_at"),
+    # cross-store statements by id (expiry batches, orphan reads); MySQL's AUTO_INCREMENT
+    # column must also lead an index
+    sa.Index("ix_dbm_files_file_id", "file_id"),
     flag_check("expiry_exempt", "ck_dbm_files_exempt"),
     **_MYSQL,
 )
@@ -211,12 +218,16 @@ user_settings = sa.Table(
 file_reads = sa.Table(
     "dbm_file_reads",
     metadata,
-    sa.Column("file_id", big_id, primary_key=True, autoincrement=False, comment="no foreign key: see revision 0002"),
+    sa.Column("file_id", big_id, nullable=False, autoincrement=False, comment="no foreign key: see revision 0002"),
     sa.Column("read_at", UtcDateTime(), nullable=False, comment="last recorded read"),
+    sa.Column("store_id", big_id, nullable=False, comment="the file's store (revision 0007)"),
+    sa.PrimaryKeyConstraint("store_id", "file_id", name="pk_dbm_file_reads"),
+    sa.Index("ix_dbm_file_reads_file_id", "file_id"),
     **_MYSQL,
 )
-"""The last recorded read of each file (a read's touch). No foreign key: the check would wait
-for a writer's lock on the file row. Rows of deleted files are purged by the expiry."""
+"""The last recorded read of each file (a read's touch), keyed like the file row (revision
+0007). No foreign key: the check would wait for a writer's lock on the file row. Rows of deleted
+files are purged by the expiry (by ``file_id``, through ``ix_dbm_file_reads_file_id``)."""
 
 job_locks = sa.Table(
     "dbm_job_locks",
@@ -333,6 +344,24 @@ triggers, PostgreSQL the generated ``search_vector`` column with a GIN index, My
 
 EPISODE_SEARCH_TABLE = "dbm_episodes_fts"
 """SQLite's FTS5 external-content table over ``dbm_episodes.episode_text``."""
+
+PER_STORE_TABLES: dict[str, tuple[str, ...]] = {
+    "dbm_stores": ("store_id",),
+    "dbm_files": ("store_id", "file_id"),
+    "dbm_file_reads": ("store_id", "file_id"),
+}
+"""The tables whose every row belongs to one store, with their primary keys: ``store_id``
+leads each (revision 0007), so a sharded deployment can distribute all three by ``store_id``
+(docs/scaling.md). ``dbm_audit_events`` carries a ``store_id`` too, but it may be ``NULL``
+(item and organisation events, events of dropped stores), so it is not placed by store."""
+
+SQLITE_ROWID_KEYS: dict[str, str] = {"dbm_files": "file_id"}
+"""Tables that keep a one-column ``INTEGER PRIMARY KEY`` on SQLite instead of their key here:
+only a rowid alias numbers new rows there, and a SQLite file is never distributed. The rowid
+index also serves the lookups by id, so ``ix_dbm_files_file_id`` is not created there. (On
+MySQL/MariaDB the migration makes ``file_id`` ``AUTO_INCREMENT``; SQLAlchemy renders neither
+for a column of a composite key, and the insert reads the new id from the driver's
+``lastrowid`` there.)"""
 
 BACKEND_ONLY_COLUMNS: dict[str, frozenset[tuple[str, str]]] = {
     "postgresql": frozenset({("dbm_episodes", "search_vector")}),

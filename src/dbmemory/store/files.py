@@ -64,7 +64,7 @@ from dbmemory.store.locks import (
 )
 from dbmemory.store.statements import reads as st
 from dbmemory.store.statements.writes import (
-    INSERT_FILE,
+    insert_file_for,
     insert_file_if_free_params,
     insert_file_params,
     returning_file_id,
@@ -193,7 +193,7 @@ def _create_locked(
     )
     now = utcnow()
     result = conn.execute(
-        INSERT_FILE,
+        insert_file_for(conn.dialect.name),
         insert_file_params(store_id, path, path_hash(path), text, now, expiry_exempt=expiry_exempt),
     )
     event = audit_event(store_id, store_key, path, "create", actor, None, len(text))
@@ -251,7 +251,8 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     if key is None:  # only for a statement that is no single-row INSERT
         raise TypeError("the insert returned no primary key")
-    return int(key[0])
+    file_id = key._mapping["file_id"]  # of (store_id, file_id); None: AUTO_INCREMENT / rowid
+    return int(file_id if file_id is not None else result.lastrowid)
 
 
 def _new_record(
@@ -486,7 +487,7 @@ def _put_new(put: _Put, expected_version: int | None, expiry_exempt: bool | None
     put.check_store_cap(add_files=1, add_chars=len(put.text))
     exempt = bool(expiry_exempt)
     result = put.conn.execute(
-        INSERT_FILE,
+        insert_file_for(put.conn.dialect.name),
         insert_file_params(
             put.store_id, put.path, path_hash(put.path), put.text, put.now, expiry_exempt=exempt
         ),
@@ -571,9 +572,7 @@ def _write_text(
             raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
         audit(conn, [event])
         return
-    stmt, params = update_file_params(
-        old.file_id, text, old.version, now, expiry_exempt=expiry_exempt
-    )
+    stmt, params = update_file_params(store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
     if conn.execute(stmt, params).rowcount != 1:
         raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
     audit_write(conn, store_id, [event], 0, grow)

@@ -114,7 +114,7 @@ def delete_path(conn: Connection, store: StoreArg, path: str, *, actor: str = "a
             return 1
         store_id, store_key, row = lock_store_and_file(conn, store, known_id, path)
         if row is not None:
-            conn.execute(DELETE_FILE_BY_ID, {"p_fid": row.file_id})
+            conn.execute(DELETE_FILE_BY_ID, {"p_sid": store_id, "p_fid": row.file_id})
             audit_write(
                 conn,
                 store_id,
@@ -150,7 +150,7 @@ def _delete_victims(
 ) -> int:
     """Delete ``victims`` (rows of :func:`_files_under`, the store row locked) with one audit
     event each (``action``) and the store's counters moved; returns how many."""
-    _delete_ids(conn, [v.file_id for v in victims])
+    _delete_ids(conn, store_id, [v.file_id for v in victims])
     audit_write(
         conn,
         store_id,
@@ -161,11 +161,11 @@ def _delete_victims(
     return len(victims)
 
 
-def _delete_ids(conn: Connection, ids: list[int]) -> None:
+def _delete_ids(conn: Connection, store_id: int, ids: list[int]) -> None:
     """Delete files one primary key at a time (executemany): writers of other stores never
     wait for these deletes, whatever plan the optimizer would pick for an IN list."""
     if ids:
-        conn.execute(DELETE_FILE_BY_ID, [{"p_fid": file_id} for file_id in ids])
+        conn.execute(DELETE_FILE_BY_ID, [{"p_sid": store_id, "p_fid": file_id} for file_id in ids])
 
 
 def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "admin") -> bool:
@@ -194,7 +194,7 @@ def delete_file(conn: Connection, store_id: int, path: str, *, actor: str = "adm
                     code="is_directory",
                 )
             return False
-        conn.execute(DELETE_FILE_BY_ID, {"p_fid": row.file_id})
+        conn.execute(DELETE_FILE_BY_ID, {"p_sid": store_id, "p_fid": row.file_id})
         audit_write(
             conn,
             store_id,
@@ -317,7 +317,7 @@ def _apply_moves(
                 "p_hash": path_hash(target),
                 "p_new_version": version + 1,
                 "p_now": now,
-                **({"p_sid": store_id} if counted else {}),
+                "p_sid": store_id,
             },
         )
     events = [

@@ -34,7 +34,8 @@ __all__ = ["list_files", "list_directory", "get_file", "read_path", "view_path",
 _FILE = raw.columns(st.SELECT_FILE_READ)
 """Column positions of a touching file read (the same for :data:`st.SELECT_FILE_READ_BY_KEY`)."""
 assert _FILE == raw.columns(st.SELECT_FILE_READ_BY_KEY)
-_FID, _LAST, _READ_AT = _FILE["file_id"], _FILE["last_accessed_at"], _FILE["read_at"]
+_SID, _FID = _FILE["store_id"], _FILE["file_id"]
+_LAST, _READ_AT = _FILE["last_accessed_at"], _FILE["read_at"]
 
 
 class _Named:
@@ -164,7 +165,7 @@ def _select_file(
 
 def _touched(conn: Connection, row: tuple[Any, ...], path: str) -> FileRecord:
     """Record the read of ``row`` (:func:`touch_after_read`), then the file."""
-    touch_after_read(conn, row[_FID], row[_LAST], row[_READ_AT], path=path)
+    touch_after_read(conn, row[_SID], row[_FID], row[_LAST], row[_READ_AT], path=path)
     return record(_Named(_FILE, row))  # type: ignore[arg-type]
 
 

@@ -91,6 +91,7 @@ def needs_touch(
 
 def touch_after_read(
     conn: Connection,
+    store_id: int,
     file_id: int,
     last_accessed_at: dt.datetime,
     read_at: dt.datetime | None = None,
@@ -103,6 +104,7 @@ def touch_after_read(
         conn: the caller's connection (SQLite: the touch joins its transaction; elsewhere it is
             only used when the file is not visible to the touch connection, to tell the
             caller's own uncommitted file from a removed one).
+        store_id: the store of the file read (every touch statement filters by it).
         file_id: the file read.
         last_accessed_at: its ``last_accessed_at`` as read.
         read_at: its last recorded read as read (``None``: none recorded).
@@ -117,7 +119,7 @@ def touch_after_read(
     now = utcnow()
     if not needs_touch(last_accessed_at, read_at, now):
         return
-    params = {"p_fid": file_id, "p_now": now}
+    params = {"p_sid": store_id, "p_fid": file_id, "p_now": now}
     holder = conn.info.get(EXPIRY_LOCK_INFO)
     if touch_inline(conn) or (
         holder is not None and conn.in_transaction() and holder is conn.get_transaction()

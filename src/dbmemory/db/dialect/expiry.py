@@ -37,7 +37,8 @@ __all__ = [
 
 
 def file_read_upsert(bind: Connection | Engine | Dialect, file_reads: sa.Table) -> sa.Executable:
-    """The statement recording a read of ``:p_fid`` at ``:p_now`` in ``file_reads`` (the table
+    """The statement recording a read of ``:p_fid`` (of store ``:p_sid``) at ``:p_now`` in
+    ``file_reads`` (the table
     ``dbm_file_reads``: insert, or move ``read_at`` forward, never back), for the touch
     connection of a server backend.
 
@@ -47,28 +48,30 @@ def file_read_upsert(bind: Connection | Engine | Dialect, file_reads: sa.Table) 
     :data:`dbmemory.store.statements.reads.INSERT_FILE_READ` / ``UPDATE_FILE_READ`` pair instead.
     """
     name = backend(bind)
+    sid = sa.bindparam("p_sid", type_=sa.BigInteger())
     fid = sa.bindparam("p_fid", type_=sa.BigInteger())
     now = sa.bindparam("p_now", type_=UtcDateTime())
     if name == "postgresql":
-        pg = postgresql.insert(file_reads).values(file_id=fid, read_at=now)
+        pg = postgresql.insert(file_reads).values(store_id=sid, file_id=fid, read_at=now)
         return pg.on_conflict_do_update(
-            index_elements=[file_reads.c.file_id],
+            index_elements=[file_reads.c.store_id, file_reads.c.file_id],
             set_={"read_at": pg.excluded.read_at},
             where=file_reads.c.read_at < pg.excluded.read_at,
         )
     if name in ("mysql", "mariadb"):
-        my = mysql.insert(file_reads).values(file_id=fid, read_at=now)
+        my = mysql.insert(file_reads).values(store_id=sid, file_id=fid, read_at=now)
         return my.on_duplicate_key_update(
             read_at=sa.func.greatest(file_reads.c.read_at, my.inserted.read_at)
         )
     if name == "oracle":
         return sa.text(
             "MERGE INTO dbm_file_reads r "
-            "USING (SELECT :p_fid AS file_id, :p_now AS read_at FROM dual) s "
-            "ON (r.file_id = s.file_id) "
+            "USING (SELECT :p_sid AS store_id, :p_fid AS file_id, :p_now AS read_at FROM dual) s "
+            "ON (r.store_id = s.store_id AND r.file_id = s.file_id) "
             "WHEN MATCHED THEN UPDATE SET r.read_at = s.read_at WHERE r.read_at < s.read_at "
-            "WHEN NOT MATCHED THEN INSERT (file_id, read_at) VALUES (s.file_id, s.read_at)"
-        ).bindparams(fid, now)
+            "WHEN NOT MATCHED THEN INSERT (store_id, file_id, read_at) "
+            "VALUES (s.store_id, s.file_id, s.read_at)"
+        ).bindparams(sid, fid, now)
     raise ValueError(f"no touch upsert for {name}: reads are recorded inline there")
 
 

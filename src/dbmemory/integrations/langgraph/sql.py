@@ -45,13 +45,14 @@ __all__ = [
 
 _READ_AT = (
     sa.select(file_reads.c.read_at)
-    .where(file_reads.c.file_id == files.c.file_id)
+    .where(file_reads.c.store_id == files.c.store_id, file_reads.c.file_id == files.c.file_id)
     .scalar_subquery()
     .label("read_at")
 )
 
 _META = (
     stores.c.store_key,
+    files.c.store_id,
     files.c.file_id,
     files.c.file_path,
     files.c.expiry_exempt,
@@ -75,7 +76,7 @@ def _under_key(key_prefix: str) -> sa.ColumnElement[bool]:
 
 
 def select_item_rows(key_prefix: str, *, with_body: bool) -> sa.Select[Any]:
-    """Every file of the stores under ``key_prefix``: store key, file id, path, exemption,
+    """Every file of the stores under ``key_prefix``: store key, store id, file id, path, exemption,
     timestamps, last recorded read (``read_at``) and, ``with_body``, the text. Unordered (the
     caller sorts in Python, by decoded namespace and key)."""
     columns = (*_META, files.c.body) if with_body else _META

@@ -442,7 +442,9 @@ class DbMemoryStore(BaseStore):
     def _touch(self, conn: Connection, row: Any, path: str) -> bool:
         """Record a read; ``False`` when the file was removed meanwhile."""
         try:
-            touch_after_read(conn, row.file_id, row.last_accessed_at, row.read_at, path=path)
+            touch_after_read(
+                conn, row.store_id, row.file_id, row.last_accessed_at, row.read_at, path=path
+            )
         except NotFoundError:
             return False
         return True
@@ -509,7 +511,9 @@ class DbMemoryStore(BaseStore):
                 cap=exc.cap, limit=exc.limit, actual=exc.actual,
             ) from exc
         if not op.exempt:  # a write refreshes the TTL, also when the value is unchanged
-            touch_after_read(conn, record.file_id, record.last_accessed_at, None, path=op.path)
+            touch_after_read(
+                conn, record.store_id, record.file_id, record.last_accessed_at, None, path=op.path
+            )
 
     # -- set-up and housekeeping -------------------------------------------------------------
 

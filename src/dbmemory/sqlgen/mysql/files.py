@@ -152,7 +152,7 @@ BEGIN
             UPDATE dbm_files
                SET body = NULLIF(p_text, ''), char_count = v_chars, version_no = v_ver + 1,
                    updated_at = v_now, last_accessed_at = v_now
-             WHERE file_id = v_fid;
+             WHERE store_id = p_store_id AND file_id = v_fid;
             CALL {P}_store_row_update(p_store_id, 0, v_chars - v_old, v_now);
             {audit("p_store_id", "v_key", "p_path", "put", "v_actor", "v_old", "v_chars", "NULL", "v_now")};
             SET p_version = v_ver + 1;
@@ -192,7 +192,7 @@ BEGIN
             END IF;
             SET p_deleted = FALSE;
         ELSE
-            DELETE FROM dbm_files WHERE file_id = v_fid;
+            DELETE FROM dbm_files WHERE store_id = p_store_id AND file_id = v_fid;
             CALL {P}_store_row_update(p_store_id, -1, -v_old, v_now);
             {audit("p_store_id", "v_key", "p_path", "delete", "v_actor", "v_old", "NULL", "NULL", "v_now")};
             SET p_deleted = TRUE;

@@ -125,7 +125,7 @@ FILES = f"""  FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIP
     UPDATE dbm_files
        SET body = v_new, char_count = v_chars,
            version_no = v_ver + 1, updated_at = v_now, last_accessed_at = v_now
-     WHERE file_id = v_fid;
+     WHERE store_id = p_store_id AND file_id = v_fid;
     store_row_update(p_store_id, 0, v_chars - v_old, v_now);
     {audit("p_store_id", "v_key", "p_path", "put", "p_actor", "v_old", "v_chars", "NULL")};
     RETURN v_ver + 1;
@@ -166,7 +166,7 @@ FILES = f"""  FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIP
       END IF;
       RETURN 0;
     END IF;
-    DELETE FROM dbm_files WHERE file_id = v_fid;
+    DELETE FROM dbm_files WHERE store_id = p_store_id AND file_id = v_fid;
     store_row_update(p_store_id, -1, -v_old, v_now);
     {audit("p_store_id", "v_key", "p_path", "delete", "p_actor", "v_old", "NULL", "NULL")};
     RETURN 1;
@@ -189,7 +189,7 @@ FILES = f"""  FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIP
     lock_store(p_store_id, v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars);
     FOR f IN (SELECT file_id, file_path, char_count FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
-      DELETE FROM dbm_files WHERE file_id = f.file_id;
+      DELETE FROM dbm_files WHERE store_id = p_store_id AND file_id = f.file_id;
       {audit("p_store_id", "v_key", "f.file_path", "clear", "p_actor", "f.char_count", "NULL", "NULL")};
       v_count := v_count + 1;
       v_chars := v_chars + f.char_count;

@@ -123,7 +123,7 @@ BEGIN
     UPDATE {T}.dbm_files
        SET body = nullif(p_text, ''), char_count = v_chars, version_no = v_file.version_no + 1,
            updated_at = v_now, last_accessed_at = v_now
-     WHERE file_id = v_file.file_id;
+     WHERE store_id = p_store_id AND file_id = v_file.file_id;
     PERFORM {S}._store_row_update(p_store_id, 0, v_chars - v_file.char_count, v_now);
     PERFORM {S}._audit(p_store_id, v_store.store_key, p_path, 'put', p_actor,
                        v_file.char_count, v_chars, NULL, v_now);
@@ -156,7 +156,7 @@ BEGIN
         END IF;
         RETURN false;
     END IF;
-    DELETE FROM {T}.dbm_files WHERE file_id = v_file.file_id;
+    DELETE FROM {T}.dbm_files WHERE store_id = p_store_id AND file_id = v_file.file_id;
     PERFORM {S}._store_row_update(p_store_id, -1, -v_file.char_count, v_now);
     PERFORM {S}._audit(p_store_id, v_store.store_key, p_path, 'delete', p_actor,
                        v_file.char_count, NULL, NULL, v_now);

@@ -329,7 +329,7 @@ SELECT_LISTING_DIR_BY_KEY = SELECT_LISTING_BY_KEY.where(under_prefix())
 
 _READ_AT = (
     sa.select(file_reads.c.read_at)
-    .where(file_reads.c.file_id == files.c.file_id)
+    .where(file_reads.c.store_id == files.c.store_id, file_reads.c.file_id == files.c.file_id)
     .scalar_subquery()
     .label("read_at")
 )
@@ -342,25 +342,36 @@ SELECT_FILE_READ = SELECT_FILE.add_columns(_READ_AT)
 SELECT_FILE_READ_BY_KEY = SELECT_FILE_BY_KEY.add_columns(_READ_AT)
 """:data:`SELECT_FILE_BY_KEY` plus ``read_at``."""
 
-SELECT_FILE_ALIVE = sa.select(files.c.file_id).where(files.c.file_id == bp("p_fid"))
-"""Whether file ``:p_fid`` still exists (a plain, non-locking read)."""
+SELECT_FILE_ALIVE = sa.select(files.c.file_id).where(
+    files.c.store_id == bp("p_sid"), files.c.file_id == bp("p_fid")
+)
+"""Whether file ``:p_fid`` of store ``:p_sid`` still exists (a plain, non-locking read)."""
 
 INSERT_FILE_READ = sa.insert(file_reads).from_select(
-    ["file_id", "read_at"],
-    sa.select(bp("p_fid", type_=sa.BigInteger()), bp("p_now", type_=TS)).where(
-        ~sa.exists().where(file_reads.c.file_id == bp("p_fid", type_=sa.BigInteger()))
+    ["store_id", "file_id", "read_at"],
+    sa.select(
+        bp("p_sid", type_=sa.BigInteger()), bp("p_fid", type_=sa.BigInteger()), bp("p_now", type_=TS)
+    ).where(
+        ~sa.exists().where(
+            file_reads.c.store_id == bp("p_sid", type_=sa.BigInteger()),
+            file_reads.c.file_id == bp("p_fid", type_=sa.BigInteger()),
+        )
     ),
 )
-"""Record the first read of ``:p_fid`` at ``:p_now`` (inserts nothing when a row exists). The
+"""Record the first read of ``:p_fid`` (of store ``:p_sid``) at ``:p_now`` (inserts nothing when a row exists). The
 portable half of an upsert, for SQLite's inline touch (one writer at a time); the servers use
 :func:`dbmemory.db.dialect.expiry.file_read_upsert`."""
 
 UPDATE_FILE_READ = (
     sa.update(file_reads)
-    .where(file_reads.c.file_id == bp("p_fid"), file_reads.c.read_at < bp("p_now", type_=TS))
+    .where(
+        file_reads.c.store_id == bp("p_sid"),
+        file_reads.c.file_id == bp("p_fid"),
+        file_reads.c.read_at < bp("p_now", type_=TS),
+    )
     .values(read_at=bp("p_now", type_=TS))
 )
-"""Move the recorded read of ``:p_fid`` forward to ``:p_now`` (never backwards)."""
+"""Move the recorded read of ``:p_fid`` (of store ``:p_sid``) forward to ``:p_now`` (never backwards)."""
 
 # -- for the compile checks -------------------------------------------------------------------
 

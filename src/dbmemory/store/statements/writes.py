@@ -42,6 +42,8 @@ __all__ = [
     "returning_file_id",
     "insert_file_if_free_params",
     "INSERT_FILE",
+    "INSERT_FILE_INLINE",
+    "insert_file_for",
     "insert_file_params",
     "UPDATE_FILE",
     "UPDATE_FILE_EXEMPT",
@@ -216,6 +218,17 @@ def insert_file_if_free_params(
 INSERT_FILE = sa.insert(files)
 """Insert a file; values per execute (:func:`insert_file_params`)."""
 
+INSERT_FILE_INLINE = INSERT_FILE.inline()
+""":data:`INSERT_FILE` without the implicit ``RETURNING`` SQLAlchemy adds for the composite key
+``(store_id, file_id)``: where the driver's ``lastrowid`` is the new ``file_id`` (SQLite,
+MySQL/MariaDB), so the statement stays the one it was before revision 0007."""
+
+
+def insert_file_for(dialect_name: str) -> sa.Insert:
+    """:data:`INSERT_FILE` where the insert's result carries the new key (PostgreSQL and
+    Oracle: ``RETURNING``), else :data:`INSERT_FILE_INLINE` (read ``lastrowid``)."""
+    return INSERT_FILE if dialect_name in ("postgresql", "oracle") else INSERT_FILE_INLINE
+
 
 def insert_file_params(
     store_id: int,
@@ -258,13 +271,18 @@ def _file_update_values(with_exempt: bool) -> dict[str, Any]:
 def _update_file(with_exempt: bool) -> sa.Update:
     return (
         sa.update(files)
-        .where(files.c.file_id == bp("p_fid"), files.c.version_no == bp("p_version"))
+        .where(
+            files.c.store_id == bp("p_sid"),
+            files.c.file_id == bp("p_fid"),
+            files.c.version_no == bp("p_version"),
+        )
         .values(**_file_update_values(with_exempt))
     )
 
 
 UPDATE_FILE = _update_file(False)
-"""Replace a file's text if it is still at ``:p_version``; bumps the version. A rowcount of 0
+"""Replace the text of file ``:p_fid`` of store ``:p_sid`` if it is still at ``:p_version``;
+bumps the version. A rowcount of 0
 means another writer changed or removed it (compare-and-set lost)."""
 
 UPDATE_FILE_EXEMPT = _update_file(True)
@@ -272,6 +290,7 @@ UPDATE_FILE_EXEMPT = _update_file(True)
 
 
 def update_file_params(
+    store_id: int,
     file_id: int,
     text: str,
     expected_version: int,
@@ -285,6 +304,7 @@ def update_file_params(
         "p_chars": len(text),
         "p_new_version": expected_version + 1,
         "p_now": now,
+        "p_sid": store_id,
         "p_fid": file_id,
         "p_version": expected_version,
     }
@@ -336,8 +356,10 @@ def update_file_counted_params(
 ) -> tuple[sa.Update, dict[str, Any]]:
     """:func:`update_file_params` for :data:`UPDATE_FILE_COUNTED`: also ``:p_sid`` and the
     store's character delta ``:p_dc`` (new minus old length)."""
-    stmt, params = update_file_params(file_id, text, expected_version, now, expiry_exempt=expiry_exempt)
-    params.update(p_sid=store_id, p_dc=chars_delta)
+    stmt, params = update_file_params(
+        store_id, file_id, text, expected_version, now, expiry_exempt=expiry_exempt
+    )
+    params.update(p_dc=chars_delta)
     return (UPDATE_FILE_COUNTED if stmt is UPDATE_FILE else UPDATE_FILE_EXEMPT_COUNTED), params
 
 
@@ -414,18 +436,23 @@ store lock. Rowcount 1: uncounted; 0: the store or the file is missing."""
 UNCOUNT_FILE_SUBQUERY_BY_KEY = _uncount_file_subquery(True)
 """:data:`UNCOUNT_FILE_SUBQUERY` that also requires ``store_key = :p_key``."""
 
-DELETE_FILES_BY_ID = sa.delete(files).where(files.c.file_id.in_(bp("p_ids", expanding=True)))
-"""Delete files by id (``:p_ids``, at most 1,000 per statement: Oracle's IN-list limit)."""
+DELETE_FILES_BY_ID = sa.delete(files).where(
+    files.c.store_id == bp("p_sid"), files.c.file_id.in_(bp("p_ids", expanding=True))
+)
+"""Delete files of store ``:p_sid`` by id (``:p_ids``, at most 1,000 per statement: Oracle's
+IN-list limit)."""
 
-DELETE_FILE_BY_ID = sa.delete(files).where(files.c.file_id == bp("p_fid"))
-"""Delete one file by id (``:p_fid``); run with many parameter sets for a directory, so every
+DELETE_FILE_BY_ID = sa.delete(files).where(
+    files.c.store_id == bp("p_sid"), files.c.file_id == bp("p_fid")
+)
+"""Delete one file of store ``:p_sid`` by id (``:p_fid``); run with many parameter sets for a directory, so every
 delete is a primary-key lookup (MariaDB may scan, and lock, other stores' rows for an IN list
 on a small table)."""
 
 _MOVED_AT = bp("p_now", type_=TS)
 MOVE_FILE = (
     sa.update(files)
-    .where(files.c.file_id == bp("p_fid"))
+    .where(files.c.store_id == bp("p_sid"), files.c.file_id == bp("p_fid"))
     .values(
         file_path=bp("p_path", type_=files.c.file_path.type),
         path_hash=bp("p_hash", type_=sa.String(64)),
@@ -434,7 +461,7 @@ MOVE_FILE = (
         last_accessed_at=_MOVED_AT,
     )
 )
-"""Give file ``:p_fid`` a new path (rename): ``:p_path``, ``:p_hash``, ``:p_new_version``,
+"""Give file ``:p_fid`` of store ``:p_sid`` a new path (rename): ``:p_path``, ``:p_hash``, ``:p_new_version``,
 ``:p_now``."""
 
 MOVE_FILE_COUNTED = (
