@@ -1,27 +1,36 @@
 """Per-user administration: a data-subject access export (:func:`export_user`) and forgetting a
 user (:func:`forget_user`).
 
-What the package holds about one user, and so what both cover:
+What the package holds about one user, and so what both cover, table by table, is the registry
+:data:`dbmemory.items.user_rows.USER_ROWS` (every other table is declared in
+:data:`~dbmemory.items.user_rows.NO_USER_DATA`; a test checks that each table of the schema is in
+one of them):
 
 * the **profile**: every store ``reserved:profile:<root folder>:<encoded user id>``;
 * the user's **memory items** in the organisation (deleted ones included until purged);
-* **user-scoped stores** ``user:<AGENT>:<user id>`` of every agent;
-* **context stores keyed by that user**: a context store whose context key is one of
-  :data:`CONTEXT_USER_KEYS` (``user``, ``user_id``) and whose context value is the user id,
-  agent-keyed (``context:<AGENT>:user_id:<id>``) or store-code keyed
-  (``context:store:<CODE>:user_id:<id>``). Other context keys (``document_id``...) name a
-  thing, not a person, and are left alone;
-* the **switches**: the memory switch in the organisation and the profile opt-out;
-* the **audit events** about them (events naming the user, and events of the stores above).
+* the user's **episodes** in the organisation and their full-text index rows;
+* the user's **stores** (:mod:`dbmemory.items.user_rows`): ``user:<AGENT>:<user id>`` of every
+  agent; the context stores whose context key is one of :data:`CONTEXT_USER_KEYS` (``user``,
+  ``user_id``) and whose value is the user id (``document_id``... name a thing, not a person, and
+  are left alone); the **session stores** of the chats the user's items, episodes and
+  extraction marks record; the **LangGraph namespaces** ``("users", <user id>, ...)`` (also
+  ``"user"``, ``"user_id"``), with their files and the files' last-read times;
+* the **switches** (the memory switch in the organisation, the profile opt-out) and the
+  extraction **marks** (last extraction per chat, last profile fold);
+* the **audit events** about them (events naming the user, and events of the user's stores,
+  also of stores deleted before).
 
 User and context stores carry the user id as the host passed it to the agent (a store-key
 component: ``[A-Za-z0-9_.-]``, so never an id such as an e-mail address, which the host must
 map first); the profile and the items carry the encoded id
 (:func:`dbmemory.profile.store.encode_user_id`).
 
-:func:`forget_user` deletes the profile stores, the items, the user and context stores above
-and the switches; what remains are audit events that name actions, sizes and paths, never
-memory text (no audit column ever holds any), plus one ``user_forget`` event.
+:func:`forget_user` deletes all of it but the audit events, which it **redacts**: the file
+names of the user's file events (``file_path``, and a rename's target in ``detail_text``) are
+cleared. What stays: content-free audit events (action, actor, time, sizes in characters,
+counts, the organisation, the user's encoded id and the user's store keys, which carry the
+user id), among them one ``user_forget`` event, the tombstone the forget rule reads. No audit
+column ever holds memory text.
 """
 
 from __future__ import annotations
@@ -34,75 +43,113 @@ from sqlalchemy.engine import Connection
 
 from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
-from dbmemory.core.keys import parse_store_key, validate_component
 from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.schema import audit_events as _ae
+from dbmemory.db.schema import episodes as _ep
+from dbmemory.db.schema import file_reads as _fr
 from dbmemory.db.schema import files as _files
 from dbmemory.db.schema import item_marks as _mk
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import stores as _stores
 from dbmemory.db.schema import user_settings as _us
-from dbmemory.errors import ConflictError, InvalidScopeError
+from dbmemory.errors import ConflictError
 from dbmemory.items import audit
 from dbmemory.items.episodes import delete_episodes, list_episodes
 from dbmemory.items.model import DEFAULT_ORG, check_org, user_key_of
 from dbmemory.items.settings import get_memory_switch
 from dbmemory.items.store import list_items
+from dbmemory.items.user_rows import (
+    CONTEXT_USER_KEYS,
+    UserKeys,
+    store_key_rule,
+    user_keys,
+    user_store_kind,
+)
 from dbmemory.profile.optout import is_user_memory_enabled
 from dbmemory.store.drop import drop_stores
 from dbmemory.store.units import write_unit
 
-__all__ = ["CONTEXT_USER_KEYS", "EXPORT_FORMAT", "user_stores", "export_user", "forget_user"]
-
-CONTEXT_USER_KEYS: tuple[str, ...] = ("user", "user_id")
-"""Context keys whose value is a user id: context stores under them belong to that user."""
+__all__ = [
+    "CONTEXT_USER_KEYS",
+    "EXPORT_FORMAT",
+    "FORGOTTEN_DETAIL",
+    "user_chat_ids",
+    "user_stores",
+    "export_user",
+    "forget_user",
+]
 
 EXPORT_FORMAT = "dbmemory-user-export/1"
 """``format`` field of :func:`export_user`'s result."""
 
-
-def _suffix_match(column: Any, suffix: str) -> Any:
-    """SQL: ``column`` ends with ``suffix`` exactly (no LIKE: ``_`` would be a wildcard)."""
-    n = len(suffix)
-    return sa.and_(
-        sa.func.length(column) > n,
-        sa.func.substr(column, sa.func.length(column) - n + 1) == suffix,
-    )
+FORGOTTEN_DETAIL = "file name forgotten"
+"""``detail_text`` of a file event of a forgotten user's store (its ``file_path`` is cleared)."""
 
 
-def user_stores(conn: Connection, user_id: str) -> list[tuple[int, str, str]]:
-    """The stores that belong to ``user_id`` (see the module doc), as ``(store_id, store_key,
-    kind)`` with kind ``profile``, ``user`` or ``context``, ordered by key."""
-    user_key = user_key_of(user_id)
-    try:
-        raw = validate_component(user_id, "user id")
-    except InvalidScopeError:
-        raw = None  # no agent store can carry it
-    suffixes = {":" + user_key}
-    if raw is not None:
-        suffixes.add(":" + raw)
-    stmt = sa.select(_stores.c.store_id, _stores.c.store_key).where(
-        sa.or_(*(_suffix_match(_stores.c.store_key, s) for s in sorted(suffixes)))
-    )
+def user_chat_ids(conn: Connection, user_id: str, *, org_id: str | None = DEFAULT_ORG) -> list[str]:
+    """The chat ids the user's items, episodes and extraction marks record in the organisation
+    (``None``: in every one), sorted: the session ids of the user's session stores."""
+    key = user_key_of(user_id)
+    stmts: list[Any] = [
+        sa.select(_it.c.source_chat_id).where(_it.c.user_key == key, _it.c.source_chat_id.is_not(None)),
+        sa.select(_ep.c.chat_id).where(_ep.c.user_key == key, _ep.c.chat_id.is_not(None)),
+        sa.select(_mk.c.mark_key).where(_mk.c.user_key == key),
+    ]
+    if org_id is not None:
+        org = check_org(org_id)
+        stmts = [s.where(t.c.org_id == org) for s, t in zip(stmts, (_it, _ep, _mk), strict=True)]
+    found: set[str] = set()
+    for stmt in stmts[:2]:
+        found.update(str(v) for (v,) in conn.execute(stmt.distinct()))
+    for (mark,) in conn.execute(stmts[2]):
+        if str(mark).startswith("chat:"):
+            found.add(str(mark)[len("chat:") :])
+    return sorted(found)
+
+
+def _keys_of(conn: Connection, user_id: str, org_id: str | None) -> UserKeys:
+    return user_keys(user_id, user_chat_ids(conn, user_id, org_id=org_id))
+
+
+def _stores_of(conn: Connection, keys: UserKeys) -> list[tuple[int, str, str]]:
+    stmt = sa.select(_stores.c.store_id, _stores.c.store_key).where(store_key_rule(_stores.c.store_key, keys))
     found: list[tuple[int, str, str]] = []
     for store_id, key in conn.execute(stmt.order_by(_stores.c.store_key)):
-        try:
-            parts = parse_store_key(key)
-        except InvalidScopeError:
-            continue
-        last = parts.components[-1] if parts.components else None
-        if parts.scope == "reserved" and parts.kind == "profile" and last == user_key:
-            found.append((int(store_id), key, "profile"))
-        elif raw is not None and parts.scope == "user" and last == raw:
-            found.append((int(store_id), key, "user"))
-        elif (
-            raw is not None
-            and parts.scope == "context"
-            and last == raw
-            and parts.components[-2] in CONTEXT_USER_KEYS
-        ):
-            found.append((int(store_id), key, "context"))
+        kind = user_store_kind(key, keys)
+        if kind is not None:
+            found.append((int(store_id), key, kind))
     return found
+
+
+def user_stores(
+    conn: Connection, user_id: str, *, org_id: str | None = None
+) -> list[tuple[int, str, str]]:
+    """The stores that belong to ``user_id`` (see :mod:`dbmemory.items.user_rows`), as
+    ``(store_id, store_key, kind)`` with kind ``profile``, ``items``, ``user``, ``context``,
+    ``langgraph`` or (when ``org_id`` names the organisation whose chats count) ``session``,
+    ordered by key.
+
+    Raises:
+        InvalidScopeError: invalid user or organisation id.
+    """
+    chats = () if org_id is None else user_chat_ids(conn, user_id, org_id=org_id)
+    return _stores_of(conn, user_keys(user_id, chats))
+
+
+def _audit_store_keys(conn: Connection, keys: UserKeys) -> list[str]:
+    """Store keys of the user's stores in the audit trail, stores deleted before included."""
+    rows = conn.execute(
+        sa.select(_ae.c.store_key).where(store_key_rule(_ae.c.store_key, keys)).distinct()
+    ).all()
+    return sorted(k for (k,) in rows if user_store_kind(k, keys) is not None)
+
+
+def _user_events(key: str, store_keys: list[str]) -> Any:
+    """SQL: the audit events of the user (by ``user_key`` or one of ``store_keys``)."""
+    rules = [_ae.c.user_key == key]
+    rules.extend(_ae.c.store_key.in_(store_keys[i : i + 1000]) for i in range(0, len(store_keys), 1000))
+    return sa.or_(*rules)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -111,29 +158,46 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 def _store_files(conn: Connection, store_id: int) -> list[dict[str, Any]]:
     rows = conn.execute(
-        sa.select(_files.c.file_path, _files.c.body, _files.c.version_no, _files.c.updated_at)
+        sa.select(
+            _files.c.file_path, _files.c.body, _files.c.version_no, _files.c.updated_at, _fr.c.read_at
+        )
+        .select_from(_files.outerjoin(_fr, _fr.c.file_id == _files.c.file_id))
         .where(_files.c.store_id == store_id)
         .order_by(_files.c.path_hash)
     ).all()
     out = [
-        {"path": r.file_path, "text": r.body or "", "version": int(r.version_no), "updated_at": _iso(r.updated_at)}
+        {
+            "path": r.file_path, "text": r.body or "", "version": int(r.version_no),
+            "updated_at": _iso(r.updated_at), "read_at": _iso(r.read_at),
+        }
         for r in rows
     ]
     return sorted(out, key=lambda f: f["path"])
 
 
+def _marks(conn: Connection, org: str, key: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        sa.select(_mk.c.mark_key, _mk.c.marked_at)
+        .where(_mk.c.org_id == org, _mk.c.user_key == key)
+        .order_by(_mk.c.mark_key)
+    ).all()
+    return [{"mark": r.mark_key, "marked_at": _iso(r.marked_at)} for r in rows]
+
+
 def export_user(
     conn: Connection, user_id: str, *, org_id: str = DEFAULT_ORG, actor: str = "admin"
 ) -> dict[str, Any]:
-    """Everything the package holds about one user, as a JSON-able dict (a data-subject
-    access request), and a ``user_export`` audit event in the caller's transaction.
+    """Everything the package holds about one user (every row of the tables of
+    :data:`~dbmemory.items.user_rows.USER_ROWS`), as a JSON-able dict (a data-subject access
+    request), and a ``user_export`` audit event in the caller's transaction.
 
     Returns:
         ``{"format", "user_id", "user_key", "org_id", "exported_at", "profile": [{"store_key",
-        "files": [{"path", "text", "version", "updated_at"}]}], "items": [Item.to_dict()...]
-        (deleted ones too), "episodes": [Episode.to_dict()...] (oldest turn first), "stores": [{"store_key", "kind": "user"|"context", "files"}],
-        "switches": {"memory_switch_on", "profile_memory_enabled"}, "audit_events":
-        [AuditEvent.to_dict()...] (oldest first)}``.
+        "files": [{"path", "text", "version", "updated_at", "read_at"}]}], "items":
+        [Item.to_dict()...] (deleted ones too), "episodes": [Episode.to_dict()...] (oldest turn
+        first), "stores": [{"store_key", "kind": "user"|"context"|"session"|"langgraph"|"items",
+        "files"}], "switches": {"memory_switch_on", "profile_memory_enabled"}, "marks":
+        [{"mark", "marked_at"}], "audit_events": [AuditEvent.to_dict()...] (oldest first)}``.
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
@@ -142,7 +206,8 @@ def export_user(
     org = check_org(org_id)
     key = user_key_of(user_id)
     try:
-        found = user_stores(conn, user_id)
+        keys = _keys_of(conn, user_id, org)
+        found = _stores_of(conn, keys)
         profile = [
             {"store_key": k, "files": _store_files(conn, sid)} for sid, k, kind in found if kind == "profile"
         ]
@@ -156,13 +221,16 @@ def export_user(
         events = [
             audit.to_event(r).to_dict()
             for r in conn.execute(
-                audit.select_events(user_key=key, store_keys=[k for _, k, _ in found], limit=None)
+                sa.select(_ae)
+                .where(_user_events(key, _audit_store_keys(conn, keys)))
+                .order_by(_ae.c.created_at, _ae.c.event_id)
             )
         ]
         switches = {
             "memory_switch_on": get_memory_switch(conn, user_id, org_id=org),
             "profile_memory_enabled": is_user_memory_enabled(conn, user_id),
         }
+        marks = _marks(conn, org, key)
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "exporting a user") from exc
     with write_unit(conn, "recording a user export"):
@@ -181,7 +249,8 @@ def export_user(
         "episodes": kept,
         "stores": others,
         "switches": switches,
-        "audit_events": list(reversed(events)),
+        "marks": marks,
+        "audit_events": events,
     }
 
 
@@ -210,12 +279,35 @@ def _lock_row(conn: Connection, table: sa.Table, key: Any, values: dict[str, Any
     return 1
 
 
+def _delete_file_reads(conn: Connection, store_ids: list[int]) -> None:
+    """Delete the last-read rows of the files of ``store_ids`` (the drop leaves them to the
+    expiry's purge otherwise)."""
+    for i in range(0, len(store_ids), 1000):
+        chunk = store_ids[i : i + 1000]
+        conn.execute(
+            sa.delete(_fr).where(
+                _fr.c.file_id.in_(sa.select(_files.c.file_id).where(_files.c.store_id.in_(chunk)))
+            )
+        )
+
+
+def _redact_events(conn: Connection, keys: UserKeys) -> int:
+    """Clear the file names of the user's file events (``file_path``; ``detail_text``, which
+    holds a rename's target): the number of events redacted."""
+    rule = sa.and_(_user_events(keys.user_key, _audit_store_keys(conn, keys)), _ae.c.file_path.is_not(None))
+    return int(
+        conn.execute(sa.update(_ae).where(rule).values(file_path=None, detail_text=FORGOTTEN_DETAIL)).rowcount
+    )
+
+
 def forget_user(
     conn: Connection, user_id: str, *, org_id: str = DEFAULT_ORG, actor: str = "admin"
 ) -> dict[str, int]:
-    """Delete everything the package holds about one user (see the module doc), in the caller's
-    transaction. Audit events stay, content-free: ``store_drop`` per store, ``item_purge`` per
-    item, and one ``user_forget`` with the counts.
+    """Delete everything the package holds about one user (every table of
+    :data:`~dbmemory.items.user_rows.USER_ROWS`, see the module doc), in the caller's
+    transaction. Audit events stay, content-free and redacted (the file names of the user's
+    file events cleared): ``store_drop`` per store, ``item_purge`` per item, and one
+    ``user_forget`` with the counts.
 
     **Nothing derived from before the forget is written after it commits.** An item extraction
     or profile consolidation in flight (its model call running) reads the user's forget mark
@@ -229,8 +321,9 @@ def forget_user(
     that existed before.
 
     Returns:
-        ``{"items": n, "stores": m, "switches": k, "episodes": e}`` (what was deleted; the
-        episodes of the organisation, with a content-free ``episode_delete`` event).
+        ``{"items": n, "stores": m, "switches": k, "episodes": e, "events_redacted": r}``
+        (what was deleted, the episodes of the organisation with a content-free
+        ``episode_delete`` event, and the audit events whose file names were cleared).
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
@@ -251,8 +344,12 @@ def forget_user(
             conn, _us, _us.c.user_key == key,
             {"user_key": key, "memory_enabled": True, "updated_at": now},
         )
-        found = user_stores(conn, user_id)
-        dropped = drop_stores(conn, [sid for sid, _, _ in found], actor=actor) if found else 0
+        keys = _keys_of(conn, user_id, org)  # before the items, episodes and marks go
+        found = _stores_of(conn, keys)
+        store_ids = [sid for sid, _, _ in found]
+        _delete_file_reads(conn, store_ids)
+        dropped = drop_stores(conn, store_ids, actor=actor) if found else 0
+        redacted = _redact_events(conn, keys)
         rows = conn.execute(
             sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
             .where(_it.c.org_id == org, _it.c.user_key == key)
@@ -278,7 +375,10 @@ def forget_user(
         switches -= created  # the lock rows made above were no switch of the user
         conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))
         episodes = delete_episodes(conn, user_id, org_id=org, actor=actor, reason="forget", now=now)
-        counts = {"items": len(ids), "stores": int(dropped), "switches": int(switches), "episodes": episodes}
+        counts = {
+            "items": len(ids), "stores": int(dropped), "switches": int(switches), "episodes": episodes,
+            "events_redacted": redacted,
+        }
         audit.record(
             conn, "user_forget", actor=actor, org_id=org, user_key=key,
             detail=f"{counts['items']} items, {counts['stores']} stores, {counts['switches']} switches",

@@ -41,6 +41,7 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.core.keys import validate_component
 from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.schema import EPISODE_SEARCH_TABLE
 from dbmemory.db.schema import episodes as _ep
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.items import audit
@@ -59,6 +60,7 @@ __all__ = [
     "list_episodes",
     "count_episodes",
     "delete_episodes",
+    "optimize_search_index",
     "expire_episodes",
     "episode_memory_allowed",
     "live_episode_rule",
@@ -273,6 +275,21 @@ def count_episodes(conn: Connection, user_id: str, *, org_id: str | None = DEFAU
     return int(conn.execute(stmt).scalar_one())
 
 
+def optimize_search_index(conn: Connection) -> None:
+    """Make deleted episodes' words leave the full-text index, in the caller's transaction.
+
+    SQLite's FTS5 index marks a deleted row's terms in a new segment and keeps the old segments
+    until they merge: the FTS5 ``optimize`` command merges them all now (it rewrites the
+    index, so its cost grows with the index). PostgreSQL's ``tsvector`` is a column of the
+    deleted row; nothing to do there and on Oracle (``SYNC (ON COMMIT)``). MySQL/MariaDB's
+    InnoDB ``FULLTEXT`` index keeps the words of deleted rows in its auxiliary tables until
+    ``OPTIMIZE TABLE dbm_episodes`` runs with ``innodb_optimize_fulltext_only=ON``, a statement
+    that commits, so it is the operator's (docs/search.md).
+    """
+    if conn.dialect.name == "sqlite":
+        conn.execute(sa.text(f"INSERT INTO {EPISODE_SEARCH_TABLE}({EPISODE_SEARCH_TABLE}) VALUES ('optimize')"))
+
+
 def delete_episodes(
     conn: Connection,
     user_id: str,
@@ -300,6 +317,7 @@ def delete_episodes(
         if not groups:
             return 0
         conn.execute(sa.delete(_ep).where(rule))
+        optimize_search_index(conn)
         audit.record_many(
             conn,
             [
@@ -328,6 +346,7 @@ def expire_episodes(conn: Connection, *, now: dt.datetime | None = None, actor: 
         if not groups:
             return 0
         conn.execute(sa.delete(_ep).where(rule))
+        optimize_search_index(conn)
         audit.record_many(
             conn,
             [

@@ -231,7 +231,7 @@ def _profile_hits(conn: Connection, user_id: str, query: str, root_folder: str) 
 
 
 def _file_hits(conn: Connection, user_id: str, query: str) -> list[SearchHit]:
-    stores = [(sid, key) for sid, key, kind in user_stores(conn, user_id) if kind != "profile"]
+    stores = [(sid, key) for sid, key, kind in user_stores(conn, user_id) if kind in ("user", "context")]
     if not stores:
         return []
     keys = dict(stores)
