@@ -1061,6 +1061,1039 @@ $f$
 $dbm$, '@dbm_tables@', :'dbm_tables') \gexec
 
 SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._fmt_int(p_n numeric) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- Python's f"{n:,}"
+    SELECT pg_catalog.regexp_replace(p_n::text, '(\d)(?=(\d{3})+$)', '\1,', 'g')
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._py_repr(p_text text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- Python's repr() of a str, exact for ASCII and Latin-1 controls; other characters as they are
+DECLARE
+    v_quote text := CASE WHEN strpos(p_text, '''') > 0 AND strpos(p_text, '"') = 0 THEN '"' ELSE '''' END;
+    v_out text := '';
+    v_char text;
+    v_code integer;
+BEGIN
+    FOR i IN 1 .. length(p_text) LOOP
+        v_char := substr(p_text, i, 1);
+        v_code := ascii(v_char);
+        v_out := v_out || CASE
+            WHEN v_char = '\' THEN '\\'
+            WHEN v_char = v_quote THEN '\' || v_quote
+            WHEN v_code = 10 THEN '\n'
+            WHEN v_code = 13 THEN '\r'
+            WHEN v_code = 9 THEN '\t'
+            WHEN v_code < 32 OR v_code BETWEEN 127 AND 160 OR v_code = 173
+                THEN '\x' || lpad(to_hex(v_code), 2, '0')
+            ELSE v_char END;
+    END LOOP;
+    RETURN v_quote || v_out || v_quote;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._quote_value(p_text text, p_max integer DEFAULT 100) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.core.paths.quote_value
+    SELECT CASE WHEN length(p_text) <= p_max THEN dbm_memory._py_repr(p_text)
+           ELSE dbm_memory._py_repr(left(p_text, p_max)) || '... (' || dbm_memory._fmt_int(length(p_text)) || ' characters)' END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._show_text(p_text text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.tool.messages.show_text
+    SELECT CASE WHEN length(p_text) <= 200 THEN '`' || p_text || '`'
+           ELSE '`' || left(p_text, 200) || '`... (' || dbm_memory._fmt_int(length(p_text)) || ' characters)' END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._py_json(p_value json) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- repr() of the value Python's json.loads makes of p_value
+DECLARE
+    v_text text := p_value::text;
+    v_float double precision;
+BEGIN
+    CASE json_typeof(p_value)
+    WHEN 'string' THEN RETURN dbm_memory._py_repr(p_value #>> '{}');
+    WHEN 'boolean' THEN RETURN CASE WHEN p_value::text = 'true' THEN 'True' ELSE 'False' END;
+    WHEN 'null' THEN RETURN 'None';
+    WHEN 'number' THEN
+        IF v_text ~ '^-?[0-9]+$' THEN
+            RETURN v_text::numeric::text;
+        END IF;
+        v_float := v_text::double precision;
+        IF v_float = trunc(v_float) AND abs(v_float) < 1e16 THEN
+            RETURN trunc(v_float)::numeric::text || '.0';
+        END IF;
+        RETURN v_float::text;
+    WHEN 'array' THEN
+        RETURN '[' || coalesce((SELECT string_agg(dbm_memory._py_json(e.value), ', ' ORDER BY e.n)
+                                  FROM json_array_elements(p_value) WITH ORDINALITY e(value, n)), '') || ']';
+    ELSE
+        RETURN '{' || coalesce((SELECT string_agg(dbm_memory._py_repr(e.key) || ': ' || dbm_memory._py_json(e.value), ', ' ORDER BY e.n)
+                                  FROM json_each(p_value) WITH ORDINALITY e(key, value, n)), '') || '}';
+    END CASE;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._json_type(p_value json) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    SELECT CASE json_typeof(p_value) WHEN 'string' THEN 'string' WHEN 'number' THEN 'number'
+           WHEN 'boolean' THEN 'boolean' WHEN 'null' THEN 'null' WHEN 'array' THEN 'array'
+           ELSE 'object' END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._show(p_value json) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.messages._show of the JSON value: strings quoted, lists cut at 10 items, 100 characters
+DECLARE
+    v_text text;
+BEGIN
+    IF json_typeof(p_value) = 'string' THEN
+        RETURN dbm_memory._quote_value(p_value #>> '{}', 100);
+    END IF;
+    IF json_typeof(p_value) = 'array' AND json_array_length(p_value) > 10 THEN
+        v_text := '[' || (SELECT string_agg(dbm_memory._py_json(e.value), ', ' ORDER BY e.n)
+                            FROM json_array_elements(p_value) WITH ORDINALITY e(value, n) WHERE e.n <= 10)
+                  || ', ''...'']';
+    ELSE
+        v_text := dbm_memory._py_json(p_value);
+    END IF;
+    IF length(v_text) > 100 THEN
+        v_text := left(v_text, 100) || '...';
+    END IF;
+    RETURN v_text;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._as_int(p_value json) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.args._as_int: an int, an integral float or an ASCII digit string; never a boolean
+DECLARE
+    v_text text;
+    v_float double precision;
+BEGIN
+    IF json_typeof(p_value) = 'number' THEN
+        v_text := p_value::text;
+        IF v_text ~ '^-?[0-9]+$' THEN
+            RETURN v_text::numeric;
+        END IF;
+        v_float := v_text::double precision;
+        RETURN CASE WHEN v_float = trunc(v_float) THEN trunc(v_float::numeric) END;
+    END IF;
+    IF json_typeof(p_value) = 'string' THEN
+        v_text := p_value #>> '{}';
+        IF v_text ~ '^[ \t\r\n]*[+-]?[0-9]{1,18}[ \t\r\n]*$' THEN
+            RETURN btrim(v_text, E' \t\r\n')::numeric;
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._format_size(p_chars bigint) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.render.format_size: base 1024, one decimal rounded half to even, K M G T
+DECLARE
+    v_div numeric := 1;
+    v_tenths numeric;
+    v_rest numeric;
+    v_unit text;
+BEGIN
+    IF p_chars < 1024 THEN
+        RETURN p_chars::text;
+    END IF;
+    FOREACH v_unit IN ARRAY ARRAY['K', 'M', 'G', 'T'] LOOP
+        v_div := v_div * 1024;
+        v_tenths := floor(p_chars * 10 / v_div);
+        v_rest := p_chars * 10 - v_tenths * v_div;
+        IF v_rest * 2 > v_div OR (v_rest * 2 = v_div AND mod(v_tenths, 2) = 1) THEN
+            v_tenths := v_tenths + 1;
+        END IF;
+        IF v_tenths < 10240 OR v_unit = 'T' THEN
+            RETURN (div(v_tenths, 10))::text || '.' || mod(v_tenths, 10)::text || v_unit;
+        END IF;
+    END LOOP;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path);
+-- a path outside printable ASCII after decoding gets the SQL API's path rule (_check_path)
+DECLARE
+    v_text text := p_raw;
+    v_decoded text;
+    v_char text;
+    v_hex text;
+    v_seg text;
+    v_shown text;
+    v_rule text;
+    v_changed boolean := true;
+BEGIN
+    IF p_raw = '' THEN
+        v_rule := 'path is empty: pass a path under /memories, such as ''/memories/notes.md''';
+    ELSIF length(p_raw) > 10000 THEN
+        v_shown := dbm_memory._quote_value(p_raw);
+        v_rule := ('is ' || dbm_memory._fmt_int(length(p_raw)) || ' characters long; the limit is 1,000 characters: use a shorter path');
+    END IF;
+    IF v_rule IS NULL THEN
+        -- urllib.parse.unquote until the text stops changing, at most 10 rounds
+        FOR r IN 1 .. 10 LOOP
+            EXIT WHEN strpos(v_text, '%') = 0;
+            BEGIN
+                v_decoded := convert_from(decode(
+                    (SELECT string_agg(CASE WHEN m[1] IS NOT NULL THEN lower(m[1]) ELSE encode(convert_to(m[2], 'UTF8'), 'hex') END, '' ORDER BY n)
+                       FROM regexp_matches(v_text, '%([0-9A-Fa-f]{2})|(%|[^%]+)', 'g') WITH ORDINALITY t(m, n)),
+                    'hex'), 'UTF8');
+            EXCEPTION WHEN others THEN
+                v_shown := dbm_memory._quote_value(p_raw) || CASE WHEN v_text <> p_raw
+                    THEN ' (decoded: ' || dbm_memory._quote_value(v_text) || ')' ELSE '' END;
+                v_rule := ('contains a percent-escape that is not valid UTF-8 text: write the characters themselves instead of ''%'' escapes');
+                EXIT;
+            END;
+            IF v_decoded = v_text THEN
+                v_changed := false;
+                EXIT;
+            END IF;
+            v_text := v_decoded;
+            IF r = 10 THEN
+                v_shown := dbm_memory._quote_value(p_raw);
+                v_rule := ('is percent-encoded more than 10 levels deep: write the path plainly, e.g. ''/memories/notes.md''');
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_rule IS NULL THEN
+        v_text := normalize(v_text, NFC);
+        v_shown := dbm_memory._quote_value(p_raw) || CASE WHEN v_text <> p_raw
+            THEN ' (decoded: ' || dbm_memory._quote_value(v_text) || ')' ELSE '' END;
+        FOR i IN 1 .. length(v_text) LOOP
+            v_char := substr(v_text, i, 1);
+            IF v_char = '\' THEN
+                v_rule := ('contains a backslash at position ' || (i - 1)::text || ': separate segments with ''/'' (e.g. ''/memories/a/b.md'')');
+                EXIT;
+            END IF;
+            IF ascii(v_char) < 32 OR ascii(v_char) = 127 THEN
+                v_hex := 'U+' || upper(lpad(to_hex(ascii(v_char)), 4, '0'));
+                v_rule := ('contains a control character (' || dbm_memory._py_repr(v_char) || ', ' || v_hex || ') at position ' || (i - 1)::text || ': use only visible characters in memory paths');
+                EXIT;
+            END IF;
+            IF ascii(v_char) > 127 THEN
+                BEGIN
+                    PERFORM dbm_memory._check_path(v_text);
+                EXCEPTION WHEN others THEN
+                    error := 'Error: ' || substr(SQLERRM, length('invalid_path: ') + 1);
+                    RETURN;
+                END;
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_rule IS NULL THEN
+        v_text := regexp_replace(v_text, '/{2,}', '/', 'g');
+        IF length(v_text) > 1 AND right(v_text, 1) = '/' THEN
+            v_text := left(v_text, -1);
+        END IF;
+        IF v_text <> '/memories' AND left(v_text, 10) <> '/memories/' THEN
+            v_rule := ('must be /memories or start with /memories/: write it as ''/memories/<name>'', e.g. ''/memories/notes.md''');
+        ELSIF v_text <> '/memories' THEN
+            FOREACH v_seg IN ARRAY string_to_array(substr(v_text, 11), '/') LOOP
+                IF v_seg = '..' THEN
+                    v_rule := ('must stay under /memories: remove ''..'' segments');
+                ELSIF v_seg = '.' THEN
+                    v_rule := ('contains a ''.'' segment: remove it (''/memories/./a'' is ''/memories/a'')');
+                ELSIF left(v_seg, 1) = ' ' OR right(v_seg, 1) = ' ' THEN
+                    v_rule := ('has a segment ' || dbm_memory._quote_value(v_seg) || ' that starts or ends with whitespace: remove the surrounding spaces');
+                END IF;
+                EXIT WHEN v_rule IS NOT NULL;
+            END LOOP;
+        END IF;
+        IF v_rule IS NULL AND length(v_text) > 1000 THEN
+            v_shown := dbm_memory._quote_value(p_raw);
+            v_rule := ('is ' || dbm_memory._fmt_int(length(v_text)) || ' characters long after normalisation; the limit is 1,000 characters: use shorter names');
+        END IF;
+    END IF;
+    IF v_rule IS NULL THEN
+        path := v_text;
+        RETURN;
+    END IF;
+    error := 'Error: ' || CASE WHEN p_raw = '' THEN '' ELSE 'path ' || v_shown || ' ' END || v_rule;
+    IF p_name <> 'path' AND substr(error, 8, 5) = 'path ' THEN
+        error := 'Error: ' || p_name || substr(error, 12);
+    END IF;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._numbered(p_lines text[], p_first integer) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.tool.render.number_lines: the number right-aligned in 6 columns, a TAB
+    SELECT coalesce(array_agg(CASE WHEN length((p_first + n - 1)::text) >= 6
+                                   THEN (p_first + n - 1)::text
+                                   ELSE lpad((p_first + n - 1)::text, 6) END
+                              || chr(9) || l ORDER BY n), '{}')
+      FROM unnest(p_lines) WITH ORDINALITY u(l, n)
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._split_lines(p_text text) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.tool.render.split_lines
+    SELECT CASE WHEN p_text = '' THEN '{}'::text[]
+                WHEN right(p_text, 1) = chr(10) THEN (string_to_array(p_text, chr(10)))[1 : length(p_text) - length(replace(p_text, chr(10), ''))]
+                ELSE string_to_array(p_text, chr(10)) END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._render_file(p_path text, p_text text, p_range boolean,
+                                             p_start numeric, p_end numeric) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.render.render_file (OUTPUT_LIMIT_CHARS 16000); an error text for a bad view_range
+DECLARE
+    v_header text := ('Here''s the content of ' || p_path || ' with line numbers:');
+    v_lines text[] := dbm_memory._split_lines(p_text);
+    v_count integer := coalesce(array_length(v_lines, 1), 0);
+    v_first integer;
+    v_last integer;
+    v_clamped boolean := false;
+    v_shown text[];
+    v_out text;
+    v_note text;
+    v_budget integer;
+    v_used integer;
+    v_kept integer := 0;
+    v_room integer;
+BEGIN
+    IF NOT p_range THEN
+        IF v_count = 0 THEN
+            RETURN v_header || chr(10) || ('(the file ' || p_path || ' exists and is empty: 0 lines, 0 characters)');
+        END IF;
+        v_first := 1;
+        v_last := v_count;
+    ELSE
+        IF v_count = 0 THEN
+            RETURN 'Error: ' || ('Invalid `view_range` parameter: [' || (p_start)::text || ', ' || (p_end)::text || ']. ' || p_path || ' is empty (0 lines): view it without view_range.');
+        END IF;
+        IF p_start < 1 OR p_start > v_count OR (p_end <> -1 AND p_end < p_start) THEN
+            RETURN 'Error: ' || CASE WHEN v_count = 1
+                THEN ('Invalid `view_range` parameter: [' || (p_start)::text || ', ' || (p_end)::text || ']. ' || p_path || ' has 1 line: use [start, end] with 1 <= start <= 1 and start <= end, or end = -1 to read to the last line.')
+                ELSE ('Invalid `view_range` parameter: [' || (p_start)::text || ', ' || (p_end)::text || ']. ' || p_path || ' has ' || dbm_memory._fmt_int(v_count) || ' lines: use [start, end] with 1 <= start <= ' || (v_count)::text || ' and start <= end, or end = -1 to read to the last line.') END;
+        END IF;
+        v_first := p_start;
+        v_last := CASE WHEN p_end = -1 OR p_end > v_count THEN v_count ELSE p_end END;
+        v_clamped := p_end > v_count;
+    END IF;
+    v_shown := dbm_memory._numbered(v_lines[v_first : v_last], v_first);
+    v_out := v_header || chr(10) || array_to_string(v_shown, chr(10));
+    IF v_clamped THEN
+        v_out := v_out || chr(10) || ('(note: view_range end ' || (p_end)::text || ' is past the last line, ' || (v_last)::text || '; showed lines ' || (v_first)::text || '-' || (v_last)::text || ')');
+    END IF;
+    IF length(v_out) <= 16000 THEN
+        RETURN v_out;
+    END IF;
+    -- dbmemory.tool.render._clip_numbered
+    v_note := ('(output clipped at 16,000 characters: showed lines ' || (v_count)::text || '-' || (v_count)::text || ' of ' || dbm_memory._fmt_int(v_count) || '; view the rest with view_range [' || ((v_count + 1))::text || ', -1])');
+    v_budget := 16000 - length(v_note) - 1;
+    v_used := length(v_header);
+    WHILE v_kept < coalesce(array_length(v_shown, 1), 0)
+          AND v_used + 1 + length(v_shown[v_kept + 1]) <= v_budget LOOP
+        v_used := v_used + 1 + length(v_shown[v_kept + 1]);
+        v_kept := v_kept + 1;
+    END LOOP;
+    IF v_kept = 0 THEN
+        v_last := greatest(length(v_shown[1]) - 6 - 1, 0);
+        v_note := CASE WHEN v_first < v_count
+            THEN ('(output clipped at 16,000 characters inside line ' || (v_first)::text || ', which holds ' || dbm_memory._fmt_int(v_last) || ' characters; the rest of that line cannot be shown; view the following lines with view_range [' || ((v_first + 1))::text || ', -1])')
+            ELSE ('(output clipped at 16,000 characters inside line ' || (v_first)::text || ', which holds ' || dbm_memory._fmt_int(v_last) || ' characters; the rest of that line cannot be shown)') END;
+        v_room := greatest(16000 - length(v_header) - length(v_note) - 2, 0);
+        RETURN v_header || chr(10) || left(v_shown[1], v_room) || chr(10) || v_note;
+    END IF;
+    v_last := v_first + v_kept - 1;
+    RETURN v_header || chr(10) || array_to_string(v_shown[1 : v_kept], chr(10)) || chr(10)
+        || ('(output clipped at 16,000 characters: showed lines ' || (v_first)::text || '-' || (v_last)::text || ' of ' || dbm_memory._fmt_int(v_count) || '; view the rest with view_range [' || ((v_last + 1))::text || ', -1])');
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._render_listing(p_store_id bigint, p_path text) RETURNS text
+LANGUAGE plpgsql STABLE AS $f$
+-- dbmemory.tool.render.listing_of_rows: two levels, hidden names ('.*', node_modules) left out
+-- with everything below them but counted in the totals, sizes by format_size, clipped at
+-- 16000 characters after a whole entry
+DECLARE
+    v_prefix text := p_path || '/';
+    v_total bigint;
+    v_lines text[];
+    v_head text[];
+    v_entries integer;
+    v_note text;
+    v_budget integer;
+    v_text text;
+    v_cut integer;
+    v_at integer;
+BEGIN
+    WITH f AS (
+        SELECT substr(x.file_path, length(v_prefix) + 1) AS rel, x.char_count::bigint AS chars
+          FROM @dbm_tables@.dbm_files x
+         WHERE x.store_id = p_store_id
+           AND (p_path = '/memories' OR substr(x.file_path, 1, length(v_prefix)) = v_prefix)
+    ), one AS (
+        SELECT split_part(rel, '/', 1) AS name, strpos(rel, '/') > 0 AS is_dir, rel, chars FROM f
+    ), top AS (
+        SELECT name, is_dir, sum(chars)::bigint AS chars FROM one
+         WHERE left(name, 1) <> '.' AND name <> 'node_modules'
+         GROUP BY name, is_dir
+    ), two AS (
+        SELECT o.name AS parent, split_part(substr(o.rel, length(o.name) + 2), '/', 1) AS name,
+               strpos(substr(o.rel, length(o.name) + 2), '/') > 0 AS is_dir, o.chars
+          FROM one o WHERE o.is_dir AND left(o.name, 1) <> '.' AND o.name <> 'node_modules'
+    ), sub AS (
+        SELECT parent, name, is_dir, sum(chars)::bigint AS chars FROM two
+         WHERE left(name, 1) <> '.' AND name <> 'node_modules'
+         GROUP BY parent, name, is_dir
+    ), lines AS (
+        SELECT t.name AS k1, '' AS k2, dbm_memory._format_size(t.chars) || chr(9) || v_prefix || t.name
+                   || CASE WHEN t.is_dir THEN '/' ELSE '' END AS line
+          FROM top t
+        UNION ALL
+        SELECT s.parent, s.name, dbm_memory._format_size(s.chars) || chr(9) || v_prefix || s.parent || '/' || s.name
+                   || CASE WHEN s.is_dir THEN '/' ELSE '' END
+          FROM sub s
+    )
+    SELECT (SELECT coalesce(sum(chars), 0) FROM f),
+           (SELECT array_agg(line ORDER BY k1 COLLATE "C", k2 COLLATE "C") FROM lines)
+      INTO v_total, v_lines;
+    v_head := ARRAY[('Here''re the files and directories up to 2 levels deep in ' || p_path || ', excluding hidden items and node_modules:'), dbm_memory._format_size(v_total) || chr(9) || p_path];
+    v_entries := coalesce(array_length(v_lines, 1), 0);
+    v_text := array_to_string(v_head || coalesce(v_lines, '{}'), chr(10));
+    IF length(v_text) <= 16000 THEN
+        RETURN v_text;
+    END IF;
+    v_note := ('(listing clipped at 16,000 characters: showed ' || dbm_memory._fmt_int(v_entries) || ' of ' || dbm_memory._fmt_int(v_entries) || ' entries; view a subdirectory to see the rest)');
+    v_budget := 16000 - length(v_note) - 1;
+    v_cut := length(v_head[1]) + 1 + length(v_head[2]);
+    v_at := v_cut;
+    v_budget := greatest(v_budget, 0);
+    v_entries := 0;
+    FOR i IN 1 .. coalesce(array_length(v_lines, 1), 0) LOOP
+        v_at := v_at + 1 + length(v_lines[i]);
+        EXIT WHEN v_at > v_budget;
+        v_cut := v_at;
+        v_entries := i;
+    END LOOP;
+    v_budget := coalesce(array_length(v_lines, 1), 0);
+    RETURN array_to_string(v_head || coalesce(v_lines[1 : v_entries], '{}'), chr(10)) || chr(10)
+        || ('(listing clipped at 16,000 characters: showed ' || dbm_memory._fmt_int(v_entries) || ' of ' || dbm_memory._fmt_int(v_budget) || ' entries; view a subdirectory to see the rest)');
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory._snippet(p_path text, p_text text, p_first integer, p_last integer)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.edits._snippet (2 lines of context, at most 40 lines)
+DECLARE
+    v_lines text[] := dbm_memory._split_lines(p_text);
+    v_count integer := coalesce(array_length(v_lines, 1), 0);
+    v_first integer;
+    v_last integer;
+    v_start integer;
+    v_stop integer;
+    v_end integer;
+    v_out text;
+BEGIN
+    IF v_count = 0 THEN
+        RETURN ('The memory file ' || p_path || ' has been edited. It is now empty (0 characters) and still exists.');
+    END IF;
+    v_first := least(p_first, v_count - 1);
+    v_last := least(greatest(p_last, v_first), v_count - 1);
+    v_start := greatest(0, v_first - 2);
+    v_stop := least(v_count, v_last + 2 + 1);
+    IF v_stop - v_start > 40 THEN
+        v_stop := v_start + 40;
+        v_end := least(v_count, v_last + 2 + 1);
+        v_stop := v_stop + 1;
+    END IF;
+    v_out := ('The memory file ' || p_path || ' has been edited. Here is the snippet showing the change (with line numbers):') || chr(10)
+        || array_to_string(dbm_memory._numbered(v_lines[v_start + 1 : least(v_stop, v_start + 40)], v_start + 1), chr(10));
+    IF v_end IS NOT NULL THEN
+        v_out := v_out || chr(10) || ('(snippet clipped; view ' || p_path || ' with view_range [' || (v_stop)::text || ', ' || (v_end)::text || '] to see the rest)');
+    END IF;
+    RETURN v_out;
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
+CREATE OR REPLACE FUNCTION dbm_memory.run_command(
+    p_store_id bigint, p_command json, p_actor text DEFAULT 'memory-tool'
+) RETURNS text LANGUAGE plpgsql AS $f$
+-- dbmemory.tool.memory_tool.MemoryTool.execute on one store: the same six commands and the same
+-- texts; a failure changes nothing. A bad store id (missing, reserved, another user's) raises
+-- as every call of the API does.
+DECLARE
+    v_data json := p_command;
+    v_value json;
+    v_inner json;
+    v_cmd text;
+    v_raw text;
+    v_s text;
+    v_err text;
+    v_key text;
+    p_path text;
+    v_new text;
+    v_old_str text;
+    v_new_str text;
+    v_text text;
+    v_result text;
+    v_line numeric;
+    v_n integer;
+    v_store record;
+    v_file record;
+    v_found integer[];
+    v_pos integer;
+    v_range boolean := false;
+    v_start numeric;
+    v_end numeric;
+    v_first integer;
+    v_last integer;
+    v_nl text;
+    v_limit bigint;
+    v_now timestamptz := clock_timestamp();
+    v_known boolean;
+    v_parent text;
+    r record;
+BEGIN
+    PERFORM dbm_memory._check_reachable(p_store_id);
+    SELECT s.store_key INTO v_key FROM @dbm_tables@.dbm_stores s WHERE s.store_id = p_store_id;
+    IF v_key IS NULL THEN
+        PERFORM dbm_memory._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+    END IF;
+    -- dbmemory.tool.args._to_mapping and _unwrap
+    IF v_data IS NULL THEN
+        v_data := 'null'::json;
+    END IF;
+    IF json_typeof(v_data) = 'string' AND ltrim(v_data #>> '{}') LIKE '{%' THEN
+        BEGIN
+            v_data := (v_data #>> '{}')::json;
+        EXCEPTION WHEN others THEN
+            NULL;
+        END;
+    END IF;
+    IF json_typeof(v_data) <> 'object' THEN
+        v_value := v_data;
+        RETURN 'Error: ' || ('The arguments must be a JSON object such as {"command": "view", "path": "/memories"}, got ' || dbm_memory._json_type(v_value) || '.');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM json_object_keys(v_data) k WHERE k = 'command') THEN
+        v_known := EXISTS (SELECT 1 FROM json_object_keys(v_data) k WHERE k = ANY (ARRAY['input', 'arguments', 'args', 'parameters', 'params', 'tool_input']));
+        FOR r IN SELECT e.key, e.value FROM json_each(v_data) e
+                  WHERE (v_known AND e.key = ANY (ARRAY['input', 'arguments', 'args', 'parameters', 'params', 'tool_input']))
+                     OR (NOT v_known AND (SELECT count(*) FROM json_object_keys(v_data)) = 1)
+                  ORDER BY array_position(ARRAY['input', 'arguments', 'args', 'parameters', 'params', 'tool_input'], e.key) LOOP
+            v_inner := r.value;
+            IF json_typeof(v_inner) = 'string' THEN
+                CONTINUE WHEN NOT ltrim(v_inner #>> '{}') LIKE '{%' AND NOT v_known;
+                BEGIN
+                    v_inner := (v_inner #>> '{}')::json;
+                EXCEPTION WHEN others THEN
+                    CONTINUE;
+                END;
+            END IF;
+            CONTINUE WHEN json_typeof(v_inner) <> 'object';
+            IF EXISTS (SELECT 1 FROM json_object_keys(v_inner) k WHERE k = 'command') THEN
+                v_data := v_inner;
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
+    v_value := v_data -> 'command';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `command`: pass one of view, create, str_replace, insert, delete, rename, e.g. {"command": "view", "path": "/memories"}.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `command` must be one of view, create, str_replace, insert, delete, rename, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_raw := v_value #>> '{}';
+    v_cmd := lower(btrim(v_raw, E' \t\n\r\x0b\x0c'));
+
+    IF v_cmd = 'view' THEN
+        v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `view`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        IF p_path <> '/memories' THEN
+            SELECT f.file_id, f.body, f.last_accessed_at,
+                   (SELECT fr.read_at FROM @dbm_tables@.dbm_file_reads fr WHERE fr.file_id = f.file_id) AS read_at
+              INTO v_file FROM @dbm_tables@.dbm_files f
+             WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path);
+            IF v_file.file_id IS NOT NULL THEN
+                -- dbmemory.tool.args.coerce_view_range
+                v_value := v_data -> 'view_range';
+                IF v_value IS NOT NULL AND json_typeof(v_value) = 'string' THEN
+                    v_s := btrim(v_value #>> '{}', E' \t\n\r\x0b\x0c');
+                    IF v_s = '' THEN
+                        v_value := NULL;
+                    ELSIF length(v_s) > 100 THEN
+                        RETURN 'Error: ' || ('Invalid `view_range` parameter: ' || dbm_memory._show(v_value) || '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.');
+                    ELSE
+                        BEGIN
+                            v_inner := (CASE WHEN left(v_s, 1) = '[' THEN v_s ELSE '[' || v_s || ']' END)::json;
+                        EXCEPTION WHEN others THEN
+                            RETURN 'Error: ' || ('Invalid `view_range` parameter: ' || dbm_memory._show(v_value) || '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.');
+                        END;
+                    END IF;
+                ELSE
+                    v_inner := v_value;
+                END IF;
+                IF v_value IS NOT NULL AND json_typeof(v_value) <> 'null' THEN
+                    IF json_typeof(v_inner) <> 'array' OR json_array_length(v_inner) NOT IN (0, 2) THEN
+                        RETURN 'Error: ' || ('Invalid `view_range` parameter: ' || dbm_memory._show(v_value) || '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.');
+                    END IF;
+                    IF json_array_length(v_inner) = 2 THEN
+                        v_start := dbm_memory._as_int(v_inner -> 0);
+                        v_end := dbm_memory._as_int(v_inner -> 1);
+                        IF json_typeof(v_inner -> 0) = 'boolean' OR json_typeof(v_inner -> 1) = 'boolean'
+                           OR v_start IS NULL OR v_end IS NULL THEN
+                            RETURN 'Error: ' || ('Invalid `view_range` parameter: ' || dbm_memory._show(v_value) || '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.');
+                        END IF;
+                        v_range := true;
+                    END IF;
+                END IF;
+                -- dbmemory.store.touches: the read recorded (in this transaction) when the
+                -- file's last touch is older than the touch interval
+                IF greatest(v_file.last_accessed_at, coalesce(v_file.read_at, v_file.last_accessed_at))
+                   < v_now - interval '1 hour' THEN
+                    INSERT INTO @dbm_tables@.dbm_file_reads (file_id, read_at) VALUES (v_file.file_id, v_now)
+                    ON CONFLICT (file_id) DO UPDATE SET read_at = EXCLUDED.read_at;
+                END IF;
+                RETURN dbm_memory._render_file(p_path, coalesce(v_file.body, ''), v_range, v_start, v_end);
+            END IF;
+            IF NOT dbm_memory._has_files_under(p_store_id, p_path) THEN
+                RETURN 'Error: ' || ('The path ' || p_path || ' does not exist. Please provide a valid path: view /memories to list the existing files.');
+            END IF;
+        END IF;
+        RETURN dbm_memory._render_listing(p_store_id, p_path);
+    END IF;
+
+    IF v_cmd = 'create' THEN
+        v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `create`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        v_value := v_data -> 'file_text';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `file_text` for command `create`: pass the file''s full text as a string ('''' for empty).');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `file_text` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+        v_text := v_s;
+        IF p_path = '/memories' THEN
+            RETURN 'Error: ' || 'cannot create the memory root /memories: name a file or directory inside it';
+        END IF;
+        SELECT * INTO v_store FROM dbm_memory._lock_store(p_store_id);
+        IF length(v_text) > v_store.max_file_chars THEN
+            RETURN 'Error: ' || ('Cannot write ' || p_path || ': it would hold ' || dbm_memory._fmt_int(length(v_text)) || ' characters; the limit is ' || dbm_memory._fmt_int(v_store.max_file_chars) || ' characters per file. Write less text or split it into several files.');
+        END IF;
+        IF EXISTS (SELECT 1 FROM @dbm_tables@.dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path)) THEN
+            RETURN 'Error: ' || ('File ' || p_path || ' already exists: use str_replace or insert to change it, or delete it first to write it anew.');
+        END IF;
+        SELECT a.p INTO v_parent FROM (
+            SELECT substr(p_path, 1, i - 1) AS p, i FROM generate_series(11, length(p_path)) i
+             WHERE substr(p_path, i, 1) = '/') a
+         WHERE EXISTS (SELECT 1 FROM @dbm_tables@.dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(a.p))
+         ORDER BY a.i LIMIT 1;
+        IF v_parent IS NOT NULL THEN
+            RETURN 'Error: ' || ('Cannot write ' || p_path || ': ' || v_parent || ' is a file, not a directory. Choose a path that is not below an existing file.');
+        END IF;
+        IF dbm_memory._has_files_under(p_store_id, p_path) THEN
+            SELECT count(*) INTO v_n FROM @dbm_tables@.dbm_files f
+             WHERE f.store_id = p_store_id AND substr(f.file_path, 1, length(p_path) + 1) = p_path || '/';
+            RETURN 'Error: ' || CASE WHEN v_n = 1 THEN ('Cannot create ' || p_path || ': it is a directory holding 1 file. Choose a file name, e.g. ' || p_path || '/notes.md.')
+                    ELSE ('Cannot create ' || p_path || ': it is a directory holding ' || dbm_memory._fmt_int(v_n) || ' files. Choose a file name, e.g. ' || p_path || '/notes.md.') END;
+        END IF;
+        IF v_store.file_count + 1 > v_store.max_files THEN
+            RETURN 'Error: ' || CASE WHEN v_store.max_files = 1 THEN ('Cannot create ' || p_path || ': the memory store already holds 1 file, the most it may hold. Delete or merge files you no longer need, then retry.')
+                ELSE ('Cannot create ' || p_path || ': the memory store already holds ' || dbm_memory._fmt_int(v_store.max_files) || ' files, the most it may hold. Delete or merge files you no longer need, then retry.') END;
+        END IF;
+        IF v_store.max_store_chars IS NOT NULL AND length(v_text) > 0
+           AND v_store.total_chars + length(v_text) > v_store.max_store_chars THEN
+            RETURN 'Error: ' || ('Cannot write ' || p_path || ': the memory store would hold ' || dbm_memory._fmt_int(v_store.total_chars + length(v_text)) || ' characters; the limit is ' || dbm_memory._fmt_int(v_store.max_store_chars) || ' characters in all. Delete or shorten files you no longer need, then retry.');
+        END IF;
+        PERFORM dbm_memory._check_caps(p_path, v_store.max_file_chars, v_store.max_files,
+            v_store.max_store_chars, v_store.file_count, v_store.total_chars, length(v_text), NULL);
+        INSERT INTO @dbm_tables@.dbm_files
+            (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
+             created_at, updated_at, last_accessed_at)
+        VALUES (p_store_id, p_path, dbm_memory._path_hash(p_path), nullif(v_text, ''), length(v_text), 1, false,
+                v_now, v_now, v_now);
+        PERFORM dbm_memory._store_row_update(p_store_id, 1, length(v_text), v_now);
+        PERFORM dbm_memory._audit(p_store_id, v_store.store_key, p_path, 'create', p_actor,
+                           NULL, length(v_text), NULL, v_now);
+        RETURN ('File created successfully at: ' || p_path);
+    END IF;
+
+    IF v_cmd IN ('str_replace', 'insert') THEN
+        IF v_cmd = 'str_replace' THEN
+            v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `str_replace`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        ELSE
+            v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `insert`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        END IF;
+        IF v_cmd = 'str_replace' THEN
+            v_value := v_data -> 'old_str';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `old_str` for command `str_replace`: pass the exact text to replace (it must occur once).');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `old_str` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+            v_old_str := v_s;
+            v_value := v_data -> 'new_str';
+            IF v_value IS NOT NULL AND json_typeof(v_value) NOT IN ('null', 'string') THEN
+                RETURN 'Error: ' || ('Parameter `new_str` must be a string or null, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+            END IF;
+            v_new_str := coalesce(v_value #>> '{}', '');
+        ELSE
+            v_value := v_data -> 'insert_line';
+            IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+                RETURN 'Error: ' || ('Missing required parameter `insert_line` for command `insert`: pass an integer line number (0 inserts at the top of the file).');
+            END IF;
+            v_line := CASE WHEN json_typeof(v_value) <> 'boolean' THEN dbm_memory._as_int(v_value) END;
+            IF v_line IS NULL THEN
+                RETURN 'Error: ' || ('Parameter `insert_line` must be an integer line number (0 inserts at the top of the file), got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+            END IF;
+            IF (v_data -> 'insert_text' IS NULL OR json_typeof(v_data -> 'insert_text') = 'null')
+               AND json_typeof(v_data -> 'new_str') = 'string' THEN
+                v_s := v_data ->> 'new_str';
+            ELSE
+                v_value := v_data -> 'insert_text';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `insert_text` for command `insert`: pass the text to insert as a string.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `insert_text` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+            END IF;
+            v_new_str := v_s;
+        END IF;
+        IF p_path = '/memories' THEN
+            RETURN 'Error: ' || 'cannot edit the memory root /memories: name a file or directory inside it';
+        END IF;
+        SELECT * INTO v_store FROM dbm_memory._lock_store(p_store_id);
+        SELECT f.file_id, f.char_count, f.body INTO v_file FROM @dbm_tables@.dbm_files f
+         WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path) FOR UPDATE;
+        IF v_file.file_id IS NULL THEN
+            IF dbm_memory._has_files_under(p_store_id, p_path) THEN
+                RETURN 'Error: ' || CASE v_cmd WHEN 'insert' THEN ('The path ' || p_path || ' is a directory, not a file: insert works on one file. View ' || p_path || ' to list its files.')
+                    ELSE ('The path ' || p_path || ' is a directory, not a file: str_replace works on one file. View ' || p_path || ' to list its files.') END;
+            END IF;
+            RETURN 'Error: ' || ('The path ' || p_path || ' does not exist. Please provide a valid path: view /memories to list the existing files.');
+        END IF;
+        v_text := coalesce(v_file.body, '');
+        v_limit := greatest(v_store.max_file_chars, length(v_text));
+        IF v_cmd = 'str_replace' THEN
+            -- dbmemory.tool.edits.apply_str_replace
+            IF v_old_str = '' THEN
+                RETURN 'Error: ' || ('No replacement was performed: old_str is empty. Pass the exact text to replace; it must appear exactly once in ' || p_path || '. To add text without replacing any, use insert.');
+            END IF;
+            v_found := '{}';
+            v_pos := strpos(v_text, v_old_str);
+            WHILE v_pos > 0 AND coalesce(array_length(v_found, 1), 0) < 101 LOOP
+                v_found := v_found || v_pos;
+                v_n := strpos(substr(v_text, v_pos + 1), v_old_str);
+                v_pos := CASE WHEN v_n = 0 THEN 0 ELSE v_pos + v_n END;
+            END LOOP;
+            IF coalesce(array_length(v_found, 1), 0) = 0 THEN
+                IF strpos(v_old_str, chr(10)) > 0 AND strpos(v_old_str, chr(13) || chr(10)) = 0
+                   AND strpos(v_text, replace(v_old_str, chr(10), chr(13) || chr(10))) > 0 THEN
+                    RETURN 'Error: ' || ('No replacement was performed, old_str ' || dbm_memory._show_text(v_old_str) || ' did not appear verbatim in ' || p_path || '. The file ends its lines with \r\n (Windows style): write every line break in old_str as \r\n.');
+                END IF;
+                RETURN 'Error: ' || ('No replacement was performed, old_str ' || dbm_memory._show_text(v_old_str) || ' did not appear verbatim in ' || p_path || '. View the file and copy the text exactly, including spaces, tabs and line breaks.');
+            END IF;
+            IF array_length(v_found, 1) > 1 THEN
+                v_n := least(array_length(v_found, 1), 100);
+                SELECT string_agg(l::text, ', ' ORDER BY l) INTO v_s FROM (
+                    SELECT DISTINCT length(substr(v_text, 1, x - 1)) - length(replace(substr(v_text, 1, x - 1), chr(10), '')) + 1 AS l
+                      FROM unnest(v_found[1 : 100]) x) d;
+                RETURN 'Error: ' || CASE WHEN array_length(v_found, 1) > 100
+                    THEN ('No replacement was performed. Multiple occurrences of old_str ' || dbm_memory._show_text(v_old_str) || ' in lines: ' || v_s || ', ... (more than ' || dbm_memory._fmt_int(v_n) || ' occurrences in ' || p_path || '). Please ensure it is unique: include more of the surrounding text in old_str so that it matches exactly once.')
+                    ELSE ('No replacement was performed. Multiple occurrences of old_str ' || dbm_memory._show_text(v_old_str) || ' in lines: ' || v_s || ' (' || dbm_memory._fmt_int(v_n) || ' occurrences in ' || p_path || '). Please ensure it is unique: include more of the surrounding text in old_str so that it matches exactly once.') END;
+            END IF;
+            v_pos := v_found[1];
+            IF length(v_text) - length(v_old_str) + length(v_new_str) > v_limit THEN
+                v_n := length(v_text) - length(v_old_str) + length(v_new_str);
+                RETURN 'Error: ' || ('Cannot write ' || p_path || ': it would hold ' || dbm_memory._fmt_int(v_n) || ' characters; the limit is ' || dbm_memory._fmt_int(v_limit) || ' characters per file. Write less text or split it into several files.');
+            END IF;
+            v_new := substr(v_text, 1, v_pos - 1) || v_new_str || substr(v_text, v_pos + length(v_old_str));
+            v_first := length(substr(v_text, 1, v_pos - 1)) - length(replace(substr(v_text, 1, v_pos - 1), chr(10), ''));
+            v_last := v_first + length(left(v_new_str, greatest(length(v_new_str) - 1, 0)))
+                      - length(replace(left(v_new_str, greatest(length(v_new_str) - 1, 0)), chr(10), ''));
+        ELSE
+            -- dbmemory.tool.edits.apply_insert
+            v_n := CASE WHEN v_text = '' THEN 0 ELSE length(v_text) - length(replace(v_text, chr(10), ''))
+                        + CASE WHEN right(v_text, 1) = chr(10) THEN 0 ELSE 1 END END;
+            IF v_line < 0 OR v_line > v_n THEN
+                RETURN 'Error: ' || CASE WHEN v_n = 0 THEN ('Invalid `insert_line` parameter: ' || (v_line)::text || '. It should be within the range [0, 0]: ' || p_path || ' is empty, so insert at line 0.')
+                    WHEN v_n = 1 THEN ('Invalid `insert_line` parameter: ' || (v_line)::text || '. It should be within the range [0, 1]: 0 inserts before the first line, 1 after the last line of ' || p_path || ' (1 line).')
+                    ELSE ('Invalid `insert_line` parameter: ' || (v_line)::text || '. It should be within the range [0, ' || (v_n)::text || ']: 0 inserts before the first line, ' || (v_n)::text || ' after the last line of ' || p_path || ' (' || dbm_memory._fmt_int(v_n) || ' lines).') END;
+            END IF;
+            v_nl := chr(10);
+            IF strpos(v_text, chr(13) || chr(10)) > 0
+               AND length(v_text) - length(replace(v_text, chr(13) || chr(10), '')) = 2 * (length(v_text) - length(replace(v_text, chr(10), ''))) THEN
+                v_nl := chr(13) || chr(10);
+                v_new_str := replace(replace(v_new_str, chr(13) || chr(10), chr(10)), chr(10), chr(13) || chr(10));
+            END IF;
+            IF v_text = '' THEN
+                v_new := v_new_str;
+            ELSIF v_line = v_n AND right(v_text, 1) <> chr(10) THEN
+                v_new := v_text || v_nl || v_new_str;
+            ELSE
+                v_pos := 0;
+                FOR i IN 1 .. v_line LOOP
+                    v_pos := v_pos + strpos(substr(v_text, v_pos + 1), chr(10));
+                END LOOP;
+                v_new := substr(v_text, 1, v_pos)
+                    || CASE WHEN right(v_new_str, 1) = chr(10) THEN v_new_str ELSE v_new_str || v_nl END
+                    || substr(v_text, v_pos + 1);
+            END IF;
+            IF length(v_new) > v_limit THEN
+                v_n := length(v_new);
+                RETURN 'Error: ' || ('Cannot write ' || p_path || ': it would hold ' || dbm_memory._fmt_int(v_n) || ' characters; the limit is ' || dbm_memory._fmt_int(v_limit) || ' characters per file. Write less text or split it into several files.');
+            END IF;
+            v_first := v_line;
+            v_last := v_line + greatest(CASE WHEN v_new_str = '' THEN 0 ELSE
+                length(v_new_str) - length(replace(v_new_str, chr(10), '')) + CASE WHEN right(v_new_str, 1) = chr(10) THEN 0 ELSE 1 END END, 1) - 1;
+        END IF;
+        v_result := dbm_memory._snippet(p_path, v_new, v_first, v_last);
+        IF v_new = v_text THEN
+            RETURN v_result;
+        END IF;
+        IF v_store.max_store_chars IS NOT NULL AND length(v_new) > v_file.char_count
+           AND v_store.total_chars + length(v_new) - v_file.char_count > v_store.max_store_chars THEN
+            v_n := v_store.total_chars + length(v_new) - v_file.char_count;
+            RETURN 'Error: ' || ('Cannot write ' || p_path || ': the memory store would hold ' || dbm_memory._fmt_int(v_n) || ' characters; the limit is ' || dbm_memory._fmt_int(v_store.max_store_chars) || ' characters in all. Delete or shorten files you no longer need, then retry.');
+        END IF;
+        PERFORM dbm_memory._check_caps(p_path, v_store.max_file_chars, v_store.max_files,
+            v_store.max_store_chars, v_store.file_count, v_store.total_chars, length(v_new), v_file.char_count);
+        UPDATE @dbm_tables@.dbm_files
+           SET body = nullif(v_new, ''), char_count = length(v_new), version_no = version_no + 1,
+               updated_at = v_now, last_accessed_at = v_now
+         WHERE file_id = v_file.file_id;
+        PERFORM dbm_memory._store_row_update(p_store_id, 0, length(v_new) - v_file.char_count, v_now);
+        PERFORM dbm_memory._audit(p_store_id, v_store.store_key, p_path, v_cmd, p_actor,
+                           v_file.char_count, length(v_new), NULL, v_now);
+        RETURN v_result;
+    END IF;
+
+    IF v_cmd = 'delete' THEN
+        v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `delete`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        IF p_path = '/memories' THEN
+            RETURN 'Error: ' || ('Cannot delete the /memories directory itself: delete the files or directories inside it instead.');
+        END IF;
+        SELECT * INTO v_store FROM dbm_memory._lock_store(p_store_id);
+        WITH gone AS (
+            DELETE FROM @dbm_tables@.dbm_files f
+             WHERE f.store_id = p_store_id
+               AND (f.path_hash = dbm_memory._path_hash(p_path)
+                    OR substr(f.file_path, 1, length(p_path) + 1) = p_path || '/')
+            RETURNING f.file_path, f.char_count
+        ), events AS (
+            INSERT INTO @dbm_tables@.dbm_audit_events
+                (store_id, store_key, file_path, action_name, actor_name,
+                 chars_before, chars_after, detail_text, created_at)
+            SELECT p_store_id, v_store.store_key, g.file_path, 'delete',
+                   left(coalesce(nullif(p_actor, ''), 'unknown'), 500),
+                   g.char_count, NULL, NULL, v_now
+              FROM gone g ORDER BY g.file_path COLLATE "C"
+            RETURNING chars_before
+        )
+        SELECT count(*), coalesce(sum(chars_before), 0) INTO v_n, v_limit FROM events;
+        IF v_n = 0 THEN
+            RETURN 'Error: ' || ('The path ' || p_path || ' does not exist. Please provide a valid path: view /memories to list the existing files.');
+        END IF;
+        PERFORM dbm_memory._store_row_update(p_store_id, -v_n, -v_limit, v_now);
+        RETURN CASE WHEN v_n > 1 THEN ('Successfully deleted ' || p_path || ' (' || dbm_memory._fmt_int(v_n) || ' files)') ELSE ('Successfully deleted ' || p_path) END;
+    END IF;
+
+    IF v_cmd = 'rename' THEN
+        IF (v_data -> 'old_path' IS NOT NULL AND json_typeof(v_data -> 'old_path') <> 'null')
+           OR v_data -> 'path' IS NULL OR json_typeof(v_data -> 'path') = 'null' THEN
+            v_value := v_data -> 'old_path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `old_path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `old_path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'old_path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        ELSE
+            v_value := v_data -> 'path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO p_path, v_err FROM dbm_memory._tool_path(v_s, 'path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        END IF;
+        v_value := v_data -> 'new_path';
+    IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN
+        RETURN 'Error: ' || ('Missing required parameter `new_path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+    END IF;
+    IF json_typeof(v_value) <> 'string' THEN
+        RETURN 'Error: ' || ('Parameter `new_path` must be a string, got ' || dbm_memory._json_type(v_value) || ' ' || dbm_memory._show(v_value) || '.');
+    END IF;
+    v_s := v_value #>> '{}';
+    SELECT t.path, t.error INTO v_new, v_err FROM dbm_memory._tool_path(v_s, 'new_path') t;
+    IF v_err IS NOT NULL THEN
+        RETURN v_err;
+    END IF;
+        IF p_path = '/memories' OR v_new = '/memories' THEN
+            RETURN 'Error: ' || ('Cannot rename the /memories directory itself: rename the files or directories inside it instead.');
+        END IF;
+        IF p_path = v_new THEN
+            RETURN 'Error: ' || ('old_path and new_path are both ' || p_path || ': pass a different new_path.');
+        END IF;
+        IF left(v_new, length(p_path) + 1) = p_path || '/' THEN
+            RETURN 'Error: ' || ('Cannot move ' || p_path || ' into itself (' || v_new || '): choose a new_path outside ' || p_path || '.');
+        END IF;
+        SELECT * INTO v_store FROM dbm_memory._lock_store(p_store_id);
+        CREATE TEMP TABLE IF NOT EXISTS pg_temp.dbm_moves (file_id bigint, old_path text, new_path text, chars integer) ON COMMIT DROP;
+        DELETE FROM pg_temp.dbm_moves;
+        INSERT INTO pg_temp.dbm_moves
+        SELECT f.file_id, f.file_path::text, v_new || substr(f.file_path, length(p_path) + 1), f.char_count
+          FROM @dbm_tables@.dbm_files f
+         WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path);
+        IF NOT FOUND THEN
+            INSERT INTO pg_temp.dbm_moves
+            SELECT f.file_id, f.file_path::text, v_new || substr(f.file_path, length(p_path) + 1), f.char_count
+              FROM @dbm_tables@.dbm_files f
+             WHERE f.store_id = p_store_id AND substr(f.file_path, 1, length(p_path) + 1) = p_path || '/';
+            IF NOT FOUND THEN
+                RETURN 'Error: ' || ('The path ' || p_path || ' does not exist. Please provide a valid path: view /memories to list the existing files.');
+            END IF;
+        END IF;
+        SELECT * INTO r FROM pg_temp.dbm_moves WHERE length(new_path) > 1000 ORDER BY old_path COLLATE "C" LIMIT 1;
+        IF r.file_id IS NOT NULL THEN
+            RETURN 'Error: ' || format('moving %s would make a path of %s characters; the limit is 1,000: choose a shorter destination',
+                                  r.old_path, length(r.new_path));
+        END IF;
+        IF EXISTS (SELECT 1 FROM @dbm_tables@.dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(v_new))
+           OR dbm_memory._has_files_under(p_store_id, v_new) THEN
+            RETURN 'Error: ' || ('The destination ' || v_new || ' already exists: choose another new_path, or delete the destination first.');
+        END IF;
+        SELECT a.p INTO v_parent FROM (
+            SELECT substr(v_new, 1, i - 1) AS p, i FROM generate_series(11, length(v_new)) i
+             WHERE substr(v_new, i, 1) = '/') a
+         WHERE EXISTS (SELECT 1 FROM @dbm_tables@.dbm_files f WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(a.p))
+         ORDER BY a.i LIMIT 1;
+        IF v_parent IS NOT NULL THEN
+            RETURN 'Error: ' || ('Cannot write ' || v_new || ': ' || v_parent || ' is a file, not a directory. Choose a path that is not below an existing file.');
+        END IF;
+        UPDATE @dbm_tables@.dbm_files f
+           SET file_path = mv.new_path, path_hash = dbm_memory._path_hash(mv.new_path),
+               version_no = f.version_no + 1, updated_at = v_now, last_accessed_at = v_now
+          FROM pg_temp.dbm_moves mv WHERE f.file_id = mv.file_id;
+        INSERT INTO @dbm_tables@.dbm_audit_events
+            (store_id, store_key, file_path, action_name, actor_name,
+             chars_before, chars_after, detail_text, created_at)
+        SELECT p_store_id, v_store.store_key, mv.old_path, 'rename',
+               left(coalesce(nullif(p_actor, ''), 'unknown'), 500),
+               mv.chars, mv.chars, mv.new_path, v_now
+          FROM pg_temp.dbm_moves mv ORDER BY mv.old_path COLLATE "C";
+        SELECT count(*) INTO v_n FROM pg_temp.dbm_moves;
+        PERFORM dbm_memory._store_row_update(p_store_id, 0, 0, v_now);
+        RETURN CASE WHEN v_n > 1 THEN ('Successfully renamed ' || p_path || ' to ' || v_new || ' (' || dbm_memory._fmt_int(v_n) || ' files)')
+            ELSE ('Successfully renamed ' || p_path || ' to ' || v_new) END;
+    END IF;
+    RETURN 'Error: ' || ('Unknown command ' || dbm_memory._quote_value(v_raw) || ': use one of view, create, str_replace, insert, delete, rename.');
+END
+$f$
+$dbm$, '@dbm_tables@', :'dbm_tables') \gexec
+
+SELECT pg_catalog.replace($dbm$
 DO $harden$
 DECLARE
     v_saved_path text := pg_catalog.current_setting('search_path');
@@ -1130,7 +2163,7 @@ BEGIN
     IF v_admin = '-' THEN v_admin := v_base || '_admin'; END IF;
     FOR i IN 1 .. 2 LOOP
         v_role := CASE i WHEN 1 THEN v_user ELSE v_admin END;
-        v_calls := CASE i WHEN 1 THEN ARRAY['resolve_store_id', 'open_store', 'list_files', 'get_file', 'put_file', 'delete_file', 'clear_store_files', 'get_memory_protocol']::text[] ELSE ARRAY['enable_for_agent', 'disable_for_agent', 'expire_files']::text[] END;
+        v_calls := CASE i WHEN 1 THEN ARRAY['resolve_store_id', 'open_store', 'list_files', 'get_file', 'put_file', 'delete_file', 'clear_store_files', 'get_memory_protocol', 'run_command']::text[] ELSE ARRAY['enable_for_agent', 'disable_for_agent', 'expire_files']::text[] END;
         CONTINUE WHEN v_role IS NULL OR v_role = '';
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);

@@ -42,6 +42,7 @@ __all__ = [
     "ADMIN_CALLS",
     "USER_CALLS",
     "API_CALLS",
+    "TOOL_CALLS",
     "ApiError",
     "API_ERRORS",
     "ERROR_BY_CODE",
@@ -116,6 +117,10 @@ API_CALLS: tuple[str, ...] = (
     "get_memory_protocol",
 )
 """The public calls, in the order the scripts define them."""
+
+TOOL_CALLS: tuple[str, ...] = ("run_command",)
+"""The MEMORY tool in SQL (a call of the user role), on the databases that have it yet
+(PostgreSQL)."""
 
 ADMIN_CALLS: tuple[str, ...] = ("enable_for_agent", "disable_for_agent", "expire_files")
 """The calls of the admin role: agent configuration, caps, dropping stores, expiry."""

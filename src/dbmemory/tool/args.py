@@ -42,6 +42,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 __all__ = [
     "MAX_TEXT_CHARS",
+    "EXPECTED_TEXT",
+    "EXPECTED_PATH",
+    "EXPECTED_LINE",
     "MAX_ARGUMENT_CHARS",
     "WRAPPER_KEYS",
     "View",
@@ -71,9 +74,12 @@ _INTEGER = re.compile(r"[ \t\r\n]*[+-]?[0-9]{1,18}[ \t\r\n]*")
 every other script's decimal digits, which ``int()`` reads), with ASCII blanks around."""
 _MAX_VIEW_RANGE_TEXT = 100
 
-_TEXT = "a string"
-_PATH = "a path string under /memories, e.g. '/memories/notes.md'"
-_LINE = "an integer line number (0 inserts at the top of the file)"
+EXPECTED_TEXT = "a string"
+EXPECTED_PATH = "a path string under /memories, e.g. '/memories/notes.md'"
+EXPECTED_LINE = "an integer line number (0 inserts at the top of the file)"
+"""What the texts of a wrong or missing parameter say is expected (the SQL ``run_command``
+renders the same texts)."""
+_TEXT, _PATH, _LINE = EXPECTED_TEXT, EXPECTED_PATH, EXPECTED_LINE
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from dbmemory.errors import InvalidArgumentError
-from dbmemory.sqlgen.api_common import API_CALLS, protocol_parts
+from dbmemory.sqlgen.api_common import API_CALLS, TOOL_CALLS, protocol_parts
 from dbmemory.sqlgen.api_common import MIRRORED as M
 
 # the calls, one module per part of the Python API they mirror
@@ -34,6 +34,8 @@ from dbmemory.sqlgen.postgresql.rules import (
     q,
 )
 from dbmemory.sqlgen.postgresql.security import harden, preflight
+from dbmemory.sqlgen.postgresql.tool import TOOL
+from dbmemory.sqlgen.postgresql.tool_text import TEXT_HELPERS
 
 __all__ = [
     "pg_statements",
@@ -125,6 +127,7 @@ def _templates() -> list[str]:
         FAIL, COMPONENT, PATH, HASH, CHECK_ID, IDENTITY, *RESERVED_CHECK.split(";\n\n"), AUDIT,
         *CAPS_AND_STORE_ROW.split(";\n\n"), LOCK_STORE,
         STORE_KEY, _RESOLVE, _OPEN, LIST, GET, PUT, DELETE, CLEAR, ENABLE, ENABLE_REFERENCE, DISABLE, EXPIRE, _PROTOCOL,
+        *TEXT_HELPERS.split(";\n\n"), *TOOL,
     ]
     tables = sorted(set(re.findall(rf"{re.escape(T)}\.(dbm_\w+)", "\n".join(body))))
     return [preflight(), f"CREATE SCHEMA IF NOT EXISTS {S}", *body, harden(tables)]
@@ -195,4 +198,4 @@ def pg_script_body() -> str:
 
 def pg_public_functions() -> list[str]:
     """The public function names, schema-qualified."""
-    return [f"{S}.{name}" for name in API_CALLS]
+    return [f"{S}.{name}" for name in (*API_CALLS, *TOOL_CALLS)]

@@ -30,6 +30,7 @@ from dbmemory.sqlgen.api_common import (
     DERIVED,
     OWNER_SUFFIX,
     ROLE_BASE_SQL,
+    TOOL_CALLS,
     USER_CALLS,
     USER_SUFFIX,
 )
@@ -168,7 +169,7 @@ BEGIN
     IF v_admin = '{DERIVED}' THEN v_admin := v_base || '{ADMIN_SUFFIX}'; END IF;
     FOR i IN 1 .. 2 LOOP
         v_role := CASE i WHEN 1 THEN v_user ELSE v_admin END;
-        v_calls := CASE i WHEN 1 THEN {_array(USER_CALLS)} ELSE {_array(ADMIN_CALLS)} END;
+        v_calls := CASE i WHEN 1 THEN {_array((*USER_CALLS, *TOOL_CALLS))} ELSE {_array(ADMIN_CALLS)} END;
         CONTINUE WHEN v_role IS NULL OR v_role = '';
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);

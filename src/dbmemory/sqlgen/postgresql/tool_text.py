@@ -1,0 +1,349 @@
+"""PostgreSQL API, the MEMORY tool's text helpers for ``run_command``: Python's number and
+string formatting (``f"{n:,}"``, ``repr``, :func:`dbmemory.core.paths.quote_value`,
+:func:`dbmemory.tool.messages.show_text`, :func:`dbmemory.tool.render.format_size`), the JSON
+values as Python shows them, and the tool's path rules (:func:`dbmemory.core.paths.normalize_path`
+for paths that stay ASCII), for :mod:`dbmemory.sqlgen.postgresql.tool`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dbmemory.core.paths import (
+    MAX_DECODE_ROUNDS,
+    MAX_PATH_CHARS,
+    MAX_RAW_PATH_CHARS,
+    ROOT,
+    normalize_path,
+)
+from dbmemory.errors import InvalidPathError
+from dbmemory.sqlgen.postgresql.rules import S, q
+from dbmemory.sqlgen.tool_text import join_pieces, template
+from dbmemory.tool import messages as m
+
+__all__ = ["msg", "TEXT_HELPERS", "path_rule"]
+
+
+def msg(function: Callable[..., str], *args: object, **kwargs: object) -> str:
+    """A message of :mod:`dbmemory.tool.messages` as one PostgreSQL text expression."""
+    return join_pieces(
+        template(function, *args, **kwargs),
+        q,
+        lambda expr, grouped: f"{S}._fmt_int({expr})" if grouped else f"({expr})::text",
+        lambda parts: "(" + " || ".join(parts) + ")" if parts else "''",
+    )
+
+
+def _rule_of(raw: str) -> str:
+    """The rule part of normalize_path's refusal of ``raw`` (after the shown value)."""
+    try:
+        normalize_path(raw)
+    except InvalidPathError as exc:
+        return exc.message
+    raise AssertionError(f"{raw!r} was accepted")  # pragma: no cover
+
+
+def path_rule(raw: str, shown_end: str, **values: str) -> str:
+    """The rule text of :func:`normalize_path`'s refusal of the sample ``raw``, as a PostgreSQL
+    expression: the text after ``shown_end``, with each sample value in ``values`` (its text
+    in the sample) replaced by the SQL expression it maps to."""
+    message = _rule_of(raw)
+    rule = message[message.index(shown_end) + len(shown_end):]
+    parts: list[str] = [rule]
+    for sample, expr in values.items():
+        sample_text = sample.replace("_", " ") if sample.startswith("_") else sample
+        split: list[str] = []
+        for part in parts:
+            if part.startswith("\x00"):
+                split.append(part)
+                continue
+            pieces = part.split(sample_text)
+            for i, piece in enumerate(pieces):
+                if i:
+                    split.append("\x00" + expr)
+                split.append(piece)
+        parts = split
+    sql = [p[1:] if p.startswith("\x00") else q(p) for p in parts if p != ""]
+    return "(" + " || ".join(sql) + ")"
+
+
+_RULES = {
+    "empty": q(_rule_of("")),
+    "long_raw": path_rule("/" + "a" * MAX_RAW_PATH_CHARS, " characters) ",
+                          **{f"{MAX_RAW_PATH_CHARS + 1:,}": f"{S}._fmt_int(length(p_raw))"}),
+    "deep": path_rule("/memories/%" + "25" * (MAX_DECODE_ROUNDS + 1) + "41", "' "),
+    "utf8": path_rule("/memories/%ff", "' "),
+    "empty_decoded": None,
+    "backslash": path_rule("/memories/a\\b", "' ", **{"11": "(i - 1)::text"}),
+    "control": path_rule("/memories/a\tb", "' ",
+                         **{"'\\t'": f"{S}._py_repr(v_char)", "U+0009": "v_hex", "11": "(i - 1)::text"}),
+    "outside": path_rule("/other", "' "),
+    "dotdot": path_rule("/memories/..", "' "),
+    "dot": path_rule("/memories/.", "' "),
+    "space": path_rule("/memories/ a", "' ", **{"' a'": f"{S}._quote_value(v_seg)"}),
+    "long": path_rule("/memories/" + "a" * MAX_PATH_CHARS, " characters) ",
+                      **{f"{MAX_PATH_CHARS + 10:,}": f"{S}._fmt_int(length(v_text))"}),
+}
+
+
+TEXT_HELPERS = f"""CREATE OR REPLACE FUNCTION {S}._fmt_int(p_n numeric) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- Python's f"{{n:,}}"
+    SELECT pg_catalog.regexp_replace(p_n::text, '(\\d)(?=(\\d{{3}})+$)', '\\1,', 'g')
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._py_repr(p_text text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- Python's repr() of a str, exact for ASCII and Latin-1 controls; other characters as they are
+DECLARE
+    v_quote text := CASE WHEN strpos(p_text, '''') > 0 AND strpos(p_text, '"') = 0 THEN '"' ELSE '''' END;
+    v_out text := '';
+    v_char text;
+    v_code integer;
+BEGIN
+    FOR i IN 1 .. length(p_text) LOOP
+        v_char := substr(p_text, i, 1);
+        v_code := ascii(v_char);
+        v_out := v_out || CASE
+            WHEN v_char = '\\' THEN '\\\\'
+            WHEN v_char = v_quote THEN '\\' || v_quote
+            WHEN v_code = 10 THEN '\\n'
+            WHEN v_code = 13 THEN '\\r'
+            WHEN v_code = 9 THEN '\\t'
+            WHEN v_code < 32 OR v_code BETWEEN 127 AND 160 OR v_code = 173
+                THEN '\\x' || lpad(to_hex(v_code), 2, '0')
+            ELSE v_char END;
+    END LOOP;
+    RETURN v_quote || v_out || v_quote;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._quote_value(p_text text, p_max integer DEFAULT 100) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.core.paths.quote_value
+    SELECT CASE WHEN length(p_text) <= p_max THEN {S}._py_repr(p_text)
+           ELSE {S}._py_repr(left(p_text, p_max)) || '... (' || {S}._fmt_int(length(p_text)) || ' characters)' END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._show_text(p_text text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    -- dbmemory.tool.messages.show_text
+    SELECT CASE WHEN length(p_text) <= 200 THEN '`' || p_text || '`'
+           ELSE '`' || left(p_text, 200) || '`... (' || {S}._fmt_int(length(p_text)) || ' characters)' END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._py_json(p_value json) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- repr() of the value Python's json.loads makes of p_value
+DECLARE
+    v_text text := p_value::text;
+    v_float double precision;
+BEGIN
+    CASE json_typeof(p_value)
+    WHEN 'string' THEN RETURN {S}._py_repr(p_value #>> '{{}}');
+    WHEN 'boolean' THEN RETURN CASE WHEN p_value::text = 'true' THEN 'True' ELSE 'False' END;
+    WHEN 'null' THEN RETURN 'None';
+    WHEN 'number' THEN
+        IF v_text ~ '^-?[0-9]+$' THEN
+            RETURN v_text::numeric::text;
+        END IF;
+        v_float := v_text::double precision;
+        IF v_float = trunc(v_float) AND abs(v_float) < 1e16 THEN
+            RETURN trunc(v_float)::numeric::text || '.0';
+        END IF;
+        RETURN v_float::text;
+    WHEN 'array' THEN
+        RETURN '[' || coalesce((SELECT string_agg({S}._py_json(e.value), ', ' ORDER BY e.n)
+                                  FROM json_array_elements(p_value) WITH ORDINALITY e(value, n)), '') || ']';
+    ELSE
+        RETURN '{{' || coalesce((SELECT string_agg({S}._py_repr(e.key) || ': ' || {S}._py_json(e.value), ', ' ORDER BY e.n)
+                                  FROM json_each(p_value) WITH ORDINALITY e(key, value, n)), '') || '}}';
+    END CASE;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._json_type(p_value json) RETURNS text
+LANGUAGE sql IMMUTABLE AS $f$
+    SELECT CASE json_typeof(p_value) WHEN 'string' THEN 'string' WHEN 'number' THEN 'number'
+           WHEN 'boolean' THEN 'boolean' WHEN 'null' THEN 'null' WHEN 'array' THEN 'array'
+           ELSE 'object' END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._show(p_value json) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.messages._show of the JSON value: strings quoted, lists cut at 10 items, 100 characters
+DECLARE
+    v_text text;
+BEGIN
+    IF json_typeof(p_value) = 'string' THEN
+        RETURN {S}._quote_value(p_value #>> '{{}}', 100);
+    END IF;
+    IF json_typeof(p_value) = 'array' AND json_array_length(p_value) > 10 THEN
+        v_text := '[' || (SELECT string_agg({S}._py_json(e.value), ', ' ORDER BY e.n)
+                            FROM json_array_elements(p_value) WITH ORDINALITY e(value, n) WHERE e.n <= 10)
+                  || ', ''...'']';
+    ELSE
+        v_text := {S}._py_json(p_value);
+    END IF;
+    IF length(v_text) > 100 THEN
+        v_text := left(v_text, 100) || '...';
+    END IF;
+    RETURN v_text;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._as_int(p_value json) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.args._as_int: an int, an integral float or an ASCII digit string; never a boolean
+DECLARE
+    v_text text;
+    v_float double precision;
+BEGIN
+    IF json_typeof(p_value) = 'number' THEN
+        v_text := p_value::text;
+        IF v_text ~ '^-?[0-9]+$' THEN
+            RETURN v_text::numeric;
+        END IF;
+        v_float := v_text::double precision;
+        RETURN CASE WHEN v_float = trunc(v_float) THEN trunc(v_float::numeric) END;
+    END IF;
+    IF json_typeof(p_value) = 'string' THEN
+        v_text := p_value #>> '{{}}';
+        IF v_text ~ '^[ \\t\\r\\n]*[+-]?[0-9]{{1,18}}[ \\t\\r\\n]*$' THEN
+            RETURN btrim(v_text, E' \\t\\r\\n')::numeric;
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._format_size(p_chars bigint) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.tool.render.format_size: base 1024, one decimal rounded half to even, K M G T
+DECLARE
+    v_div numeric := 1;
+    v_tenths numeric;
+    v_rest numeric;
+    v_unit text;
+BEGIN
+    IF p_chars < 1024 THEN
+        RETURN p_chars::text;
+    END IF;
+    FOREACH v_unit IN ARRAY ARRAY['K', 'M', 'G', 'T'] LOOP
+        v_div := v_div * 1024;
+        v_tenths := floor(p_chars * 10 / v_div);
+        v_rest := p_chars * 10 - v_tenths * v_div;
+        IF v_rest * 2 > v_div OR (v_rest * 2 = v_div AND mod(v_tenths, 2) = 1) THEN
+            v_tenths := v_tenths + 1;
+        END IF;
+        IF v_tenths < 10240 OR v_unit = 'T' THEN
+            RETURN (div(v_tenths, 10))::text || '.' || mod(v_tenths, 10)::text || v_unit;
+        END IF;
+    END LOOP;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path);
+-- a path outside printable ASCII after decoding gets the SQL API's path rule (_check_path)
+DECLARE
+    v_text text := p_raw;
+    v_decoded text;
+    v_char text;
+    v_hex text;
+    v_seg text;
+    v_shown text;
+    v_rule text;
+    v_changed boolean := true;
+BEGIN
+    IF p_raw = '' THEN
+        v_rule := {_RULES["empty"]};
+    ELSIF length(p_raw) > {MAX_RAW_PATH_CHARS} THEN
+        v_shown := {S}._quote_value(p_raw);
+        v_rule := {_RULES["long_raw"]};
+    END IF;
+    IF v_rule IS NULL THEN
+        -- urllib.parse.unquote until the text stops changing, at most {MAX_DECODE_ROUNDS} rounds
+        FOR r IN 1 .. {MAX_DECODE_ROUNDS} LOOP
+            EXIT WHEN strpos(v_text, '%') = 0;
+            BEGIN
+                v_decoded := convert_from(decode(
+                    (SELECT string_agg(CASE WHEN m[1] IS NOT NULL THEN lower(m[1]) ELSE encode(convert_to(m[2], 'UTF8'), 'hex') END, '' ORDER BY n)
+                       FROM regexp_matches(v_text, '%([0-9A-Fa-f]{{2}})|(%|[^%]+)', 'g') WITH ORDINALITY t(m, n)),
+                    'hex'), 'UTF8');
+            EXCEPTION WHEN others THEN
+                v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
+                    THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
+                v_rule := {_RULES["utf8"]};
+                EXIT;
+            END;
+            IF v_decoded = v_text THEN
+                v_changed := false;
+                EXIT;
+            END IF;
+            v_text := v_decoded;
+            IF r = {MAX_DECODE_ROUNDS} THEN
+                v_shown := {S}._quote_value(p_raw);
+                v_rule := {_RULES["deep"]};
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_rule IS NULL THEN
+        v_text := normalize(v_text, NFC);
+        v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
+            THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
+        FOR i IN 1 .. length(v_text) LOOP
+            v_char := substr(v_text, i, 1);
+            IF v_char = '\\' THEN
+                v_rule := {_RULES["backslash"]};
+                EXIT;
+            END IF;
+            IF ascii(v_char) < 32 OR ascii(v_char) = 127 THEN
+                v_hex := 'U+' || upper(lpad(to_hex(ascii(v_char)), 4, '0'));
+                v_rule := {_RULES["control"]};
+                EXIT;
+            END IF;
+            IF ascii(v_char) > 127 THEN
+                BEGIN
+                    PERFORM {S}._check_path(v_text);
+                EXCEPTION WHEN others THEN
+                    error := {q(m.ERROR_MARKER)} || substr(SQLERRM, length('invalid_path: ') + 1);
+                    RETURN;
+                END;
+            END IF;
+        END LOOP;
+    END IF;
+    IF v_rule IS NULL THEN
+        v_text := regexp_replace(v_text, '/{{2,}}', '/', 'g');
+        IF length(v_text) > 1 AND right(v_text, 1) = '/' THEN
+            v_text := left(v_text, -1);
+        END IF;
+        IF v_text <> '{ROOT}' AND left(v_text, {len(ROOT) + 1}) <> '{ROOT}/' THEN
+            v_rule := {_RULES["outside"]};
+        ELSIF v_text <> '{ROOT}' THEN
+            FOREACH v_seg IN ARRAY string_to_array(substr(v_text, {len(ROOT) + 2}), '/') LOOP
+                IF v_seg = '..' THEN
+                    v_rule := {_RULES["dotdot"]};
+                ELSIF v_seg = '.' THEN
+                    v_rule := {_RULES["dot"]};
+                ELSIF left(v_seg, 1) = ' ' OR right(v_seg, 1) = ' ' THEN
+                    v_rule := {_RULES["space"]};
+                END IF;
+                EXIT WHEN v_rule IS NOT NULL;
+            END LOOP;
+        END IF;
+        IF v_rule IS NULL AND length(v_text) > {MAX_PATH_CHARS} THEN
+            v_shown := {S}._quote_value(p_raw);
+            v_rule := {_RULES["long"]};
+        END IF;
+    END IF;
+    IF v_rule IS NULL THEN
+        path := v_text;
+        RETURN;
+    END IF;
+    error := {q(m.ERROR_MARKER)} || CASE WHEN p_raw = '' THEN '' ELSE 'path ' || v_shown || ' ' END || v_rule;
+    IF p_name <> 'path' AND substr(error, {len(m.ERROR_MARKER) + 1}, 5) = 'path ' THEN
+        error := {q(m.ERROR_MARKER)} || p_name || substr(error, {len(m.ERROR_MARKER) + 5});
+    END IF;
+END
+$f$"""
