@@ -84,8 +84,8 @@ def _fill(engine: Engine, user: str) -> None:
         set_fold_mark(c, "default", user, now)
         I.set_memory_switch(c, user, False)
         set_user_memory_enabled(c, user, True)
-        ids = c.execute(sa.select(files.c.file_id).where(files.c.file_path.contains(user))).scalars().all()
-        c.execute(sa.insert(file_reads), [{"file_id": i, "read_at": now} for i in ids])
+        ids = c.execute(sa.select(files.c.file_id, files.c.store_id).where(files.c.file_path.contains(user))).all()
+        c.execute(sa.insert(file_reads), [{"file_id": i, "store_id": s, "read_at": now} for i, s in ids])
 
 
 def _occurrences(conn: Connection, marker: str) -> dict[tuple[str, str], int]:

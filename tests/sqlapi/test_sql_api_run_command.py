@@ -226,7 +226,8 @@ def test_run_command_answers_like_the_memory_tool(
                                     expected, actual))
             if _files(conn, py_id) != _files(conn, sql_id):
                 differences.append((number, "files differ"))
-        assert _audit(conn, py_id) == _audit(conn, sql_id)
+        # the same events; a directory rename's per-file events may come in another file order
+        assert sorted(_audit(conn, py_id), key=repr) == sorted(_audit(conn, sql_id), key=repr)
     assert differences == []
 
 

@@ -64,7 +64,7 @@ Administration (:mod:`dbmemory.items.admin`): ``export_user(conn, user_id, *, or
 
 from __future__ import annotations
 
-from dbmemory.items.admin import CONTEXT_USER_KEYS, export_user, forget_user
+from dbmemory.items.admin import export_user, forget_user
 from dbmemory.items.audit import ACTIONS, audit_events
 from dbmemory.items.model import (
     DEFAULT_ORG,
@@ -109,6 +109,7 @@ from dbmemory.items.store import (
     restore_item,
 )
 from dbmemory.items.usage import mark_items_used
+from dbmemory.items.user_rows import CONTEXT_USER_KEYS
 
 __all__ = [
     "ACTIONS",

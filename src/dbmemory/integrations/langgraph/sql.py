@@ -221,6 +221,7 @@ class SearchRow(NamedTuple):
     """A row of :func:`select_search_rows`, in its column order."""
 
     store_key: str
+    store_id: int
     file_id: int
     file_path: str
     expiry_exempt: bool

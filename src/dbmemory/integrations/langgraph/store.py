@@ -188,6 +188,7 @@ class _FileRead(NamedTuple):
     """The columns of a get's row (:data:`~dbmemory.store.statements.reads.SELECT_FILE_READ_BY_KEY`)."""
 
     file_id: int
+    store_id: int
     body: str | None
     expiry_exempt: bool
     created_at: dt.datetime
