@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -20,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
+from dbmemory.items.changes import MANUAL_ITEM
 from dbmemory.items.model import check_org, user_key_of
 from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
@@ -160,7 +162,9 @@ def apply_changes(
     """Write the planned changes in the caller's transaction (see :mod:`dbmemory.items.extract`,
     step 5): ``same`` items are marked used first (so the LRU rule never evicts them), updates
     are compare-and-set on the version read (a changed or deleted item drops the fact as
-    ``conflict``), then room is made for the new facts and they are added as auto items.
+    ``conflict``), then room is made for the new facts and they are added as auto items. An
+    update of a ``manual`` item is never written: the fact is added as a new auto item beside
+    it, counted in ``result.refused_updates`` (:data:`~dbmemory.items.changes.MANUAL_ITEM`).
 
     First the user's switch row is locked (:func:`~dbmemory.items.settings.lock_user`) and
     read again: the extraction checked it before its model call, and a user who switched
@@ -182,21 +186,26 @@ def apply_changes(
     if same:
         mark_items_used(conn, [i.item_id for i in same], now=now)
         result.same.extend(i.item_id for i in same)
+    beside: list[Change] = []
     for change in changes:
         if change.action != "update":
             continue
         item = change.item
-        confidence = change.confidence if item.kind == "auto" else None
+        if item.kind != "auto":  # what the user (or an admin) wrote is never rewritten
+            result.refuse_update(MANUAL_ITEM)
+            beside.append(replace(change, action="add", item=None))
+            continue
         try:
             edited = edit_item(
-                conn, user_id, item.item_id, change.text, org_id=org_id, confidence=confidence,
-                expected_version=item.version, actor=EXTRACTION_ACTOR, now=now,
+                conn, user_id, item.item_id, change.text, org_id=org_id,
+                confidence=change.confidence, expected_version=item.version,
+                actor=EXTRACTION_ACTOR, now=now,
             )
         except (ConflictError, NotFoundError):
             result.drop("conflict")
             continue
         result.updated.append(edited.item_id)
-    new = [c for c in changes if c.action == "add"]
+    new = [c for c in changes if c.action == "add"] + beside
     if not new:
         return None
     result.evicted += enforce_auto_item_limit(
