@@ -59,12 +59,22 @@ BEGIN
         INSERT INTO dbm_item_batch (item_id, org_id, user_key, char_count)
             SELECT i.item_id, i.org_id, i.user_key, i.char_count FROM dbm_items i
              WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+               AND NOT (i.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = i.org_id AND m.user_key = i.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= i.updated_at)
+               AND i.expires_at > v_now - INTERVAL COALESCE((SELECT CAST(s.setting_value AS SIGNED) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days) DAY)
              ORDER BY i.item_id
              LIMIT c_batch_size
                FOR UPDATE SKIP LOCKED;
         UPDATE dbm_items i JOIN dbm_item_batch b ON b.item_id = i.item_id
            SET i.deleted_at = v_now, i.version_no = i.version_no + 1
-         WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now;
+         WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+               AND NOT (i.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = i.org_id AND m.user_key = i.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= i.updated_at)
+               AND i.expires_at > v_now - INTERVAL COALESCE((SELECT CAST(s.setting_value AS SIGNED) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days) DAY);
         -- keep in the batch only what this run soft-deleted
         DELETE b FROM dbm_item_batch b JOIN dbm_items i ON i.item_id = b.item_id
          WHERE i.deleted_at IS NULL OR i.deleted_at <> v_now;

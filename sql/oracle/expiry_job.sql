@@ -35,6 +35,11 @@ CREATE OR REPLACE PROCEDURE dbm_expire_items (
   CURSOR c_expiring IS
     SELECT i.item_id FROM dbm_items i
      WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+               AND NOT (i.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = i.org_id AND m.user_key = i.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= i.updated_at)
+               AND i.expires_at > v_now - NUMTODSINTERVAL(COALESCE((SELECT MAX(TO_NUMBER(s.setting_value)) FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days), 'DAY'))
        FOR UPDATE SKIP LOCKED;
   CURSOR c_purgeable IS
     SELECT i.item_id FROM dbm_items i
@@ -53,6 +58,11 @@ BEGIN
     FORALL i IN 1 .. v_ids.COUNT
       UPDATE dbm_items it SET it.deleted_at = v_now, it.version_no = it.version_no + 1
        WHERE it.item_id = v_ids(i) AND it.deleted_at IS NULL AND it.expires_at IS NOT NULL AND it.expires_at <= v_now
+               AND NOT (it.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = it.org_id AND m.user_key = it.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= it.updated_at)
+               AND it.expires_at > v_now - NUMTODSINTERVAL(COALESCE((SELECT MAX(TO_NUMBER(s.setting_value)) FROM dbm_org_settings s
+                  WHERE s.org_id = it.org_id AND s.setting_name = 'grace_days'), c_grace_days), 'DAY'))
       RETURNING it.item_id, it.org_id, it.user_key, it.char_count
         BULK COLLECT INTO v_done, v_orgs, v_users, v_sizes;
     FORALL i IN 1 .. v_done.COUNT

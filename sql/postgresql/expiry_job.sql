@@ -37,6 +37,11 @@ BEGIN
         WITH doomed AS (
             SELECT i.item_id FROM dbm_items i
              WHERE i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+               AND NOT (i.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = i.org_id AND m.user_key = i.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= i.updated_at)
+               AND i.expires_at > v_now - make_interval(days => COALESCE((SELECT s.setting_value::integer FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days)))
              ORDER BY i.item_id
              LIMIT c_batch_size
                FOR UPDATE OF i SKIP LOCKED
@@ -44,6 +49,11 @@ BEGIN
             UPDATE dbm_items i SET deleted_at = v_now, version_no = i.version_no + 1
               FROM doomed d
              WHERE i.item_id = d.item_id AND i.deleted_at IS NULL AND i.expires_at IS NOT NULL AND i.expires_at <= v_now
+               AND NOT (i.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m
+                  WHERE m.org_id = i.org_id AND m.user_key = i.user_key
+                    AND m.mark_key = 'summary' AND m.marked_at >= i.updated_at)
+               AND i.expires_at > v_now - make_interval(days => COALESCE((SELECT s.setting_value::integer FROM dbm_org_settings s
+                  WHERE s.org_id = i.org_id AND s.setting_name = 'grace_days'), c_grace_days)))
             RETURNING i.item_id, i.org_id, i.user_key, i.char_count
         )
         INSERT INTO dbm_audit_events (org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)

@@ -23,6 +23,7 @@ from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
 from dbmemory.items.changes import MANUAL_ITEM
 from dbmemory.items.model import check_org, user_key_of
+from dbmemory.items.retention import SUMMARY_MARK
 from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
 from dbmemory.items.usage import mark_items_used
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from dbmemory.items.changes import Change, ExtractionResult
 
 __all__ = [
-    "SUMMARY_MARK",
     "chat_mark",
     "load_settings",
     "memory_on",
@@ -49,9 +49,6 @@ __all__ = [
     "mark_insert_stmt",
     "mark_set_stmt",
 ]
-
-SUMMARY_MARK = "summary"
-"""Mark key of the last profile summary fold."""
 
 EXTRACTION_ACTOR = "extraction"
 """Actor of the audit events the extraction writes."""
@@ -230,12 +227,20 @@ def changed_at(item: Any) -> dt.datetime:
 
 
 def items_since_fold(conn: Connection, org_id: str, user_id: str, *, now: dt.datetime | None) -> list[Any]:
-    """Live items changed after the last summary fold (all of them before the first fold)."""
+    """Items changed after the last summary fold (all of them before the first fold): the live
+    ones and the auto items past their ``expires_at`` that the expiry has not soft-deleted (it
+    waits for their fold: :func:`dbmemory.items.retention.held_rule`)."""
     key = user_key_of(user_id)
     row = conn.execute(mark_select_stmt(org_id, key, SUMMARY_MARK)).first()
     since = _EPOCH if row is None or row[0] is None else _aware(row[0])
     when = now or dt.datetime.now(dt.timezone.utc)
-    return [i for i in list_items(conn, user_id, org_id=org_id, now=when) if changed_at(i) > since]
+    return [
+        i
+        for i in list_items(conn, user_id, org_id=org_id, include_deleted=True, now=when)
+        if i.deleted_at is None
+        and changed_at(i) > since
+        and (i.kind == "auto" or i.expires_at is None or _aware(i.expires_at) > when)
+    ]
 
 
 def set_fold_mark(conn: Connection, org_id: str, user_id: str, when: dt.datetime) -> None:
