@@ -47,6 +47,25 @@ DROP PROCEDURE IF EXISTS dbm_memory_enable_for_agent;
 DROP PROCEDURE IF EXISTS dbm_memory_disable_for_agent;
 DROP PROCEDURE IF EXISTS dbm_memory_expire_files;
 DROP FUNCTION IF EXISTS dbm_memory_get_memory_protocol;
+DROP FUNCTION IF EXISTS dbm_memory__fmt_int;
+DROP FUNCTION IF EXISTS dbm_memory__py_repr;
+DROP FUNCTION IF EXISTS dbm_memory__quote_value;
+DROP FUNCTION IF EXISTS dbm_memory__show_text;
+DROP FUNCTION IF EXISTS dbm_memory__py_strip;
+DROP FUNCTION IF EXISTS dbm_memory__format_size;
+DROP FUNCTION IF EXISTS dbm_memory__tool_path;
+DROP FUNCTION IF EXISTS dbm_memory__py_float;
+DROP FUNCTION IF EXISTS dbm_memory__py_json;
+DROP FUNCTION IF EXISTS dbm_memory__json_type;
+DROP FUNCTION IF EXISTS dbm_memory__show;
+DROP FUNCTION IF EXISTS dbm_memory__as_int;
+DROP FUNCTION IF EXISTS dbm_memory__json_error;
+DROP FUNCTION IF EXISTS dbm_memory__line_count;
+DROP FUNCTION IF EXISTS dbm_memory__numbered;
+DROP FUNCTION IF EXISTS dbm_memory__render_file;
+DROP FUNCTION IF EXISTS dbm_memory__render_listing;
+DROP FUNCTION IF EXISTS dbm_memory__snippet;
+DROP PROCEDURE IF EXISTS dbm_memory_run_command;
 
 DELIMITER //
 CREATE PROCEDURE dbm_memory__fail(IN p_code VARCHAR(30), IN p_message TEXT CHARACTER SET utf8mb4)
@@ -1047,4 +1066,1530 @@ CREATE FUNCTION dbm_memory_get_memory_protocol() RETURNS TEXT CHARACTER SET utf8
         '   new ones, and delete what is obsolete. Never store secrets, credentials or payment data.',
         '5. If the memory tool answers with an error, read it and act on it. A failure to reach the',
         '   store is NOT an empty memory: do not conclude that nothing was saved.') USING utf8mb4)//
+
+CREATE FUNCTION dbm_memory__fmt_int(p_n DECIMAL(65, 0)) RETURNS VARCHAR(100)
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- Python's f"{n:,}"
+    RETURN FORMAT(p_n, 0, 'en_US')//
+
+CREATE FUNCTION dbm_memory__py_repr(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- Python's repr() of a str, exact for ASCII and Latin-1 controls; other characters as they are
+    DECLARE v_quote VARCHAR(1) DEFAULT IF(LOCATE('''', p_text) > 0 AND LOCATE('"', p_text) = 0, '"', '''');
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE v_char LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_code INT;
+    DECLARE i INT DEFAULT 1;
+    DECLARE n INT DEFAULT CHAR_LENGTH(p_text);
+    WHILE i <= n DO
+        SET v_char = SUBSTRING(p_text, i, 1);
+        SET v_code = ORD(CONVERT(v_char USING utf32));
+        SET v_out = CONCAT(v_out, CASE
+            WHEN v_code = 92 THEN CONCAT(CHAR(92 USING utf8mb4), CHAR(92 USING utf8mb4))
+            WHEN CAST(v_char AS BINARY) = CAST(v_quote AS BINARY) THEN CONCAT(CHAR(92 USING utf8mb4), v_quote)
+            WHEN v_code = 10 THEN CONCAT(CHAR(92 USING utf8mb4), 'n')
+            WHEN v_code = 13 THEN CONCAT(CHAR(92 USING utf8mb4), 'r')
+            WHEN v_code = 9 THEN CONCAT(CHAR(92 USING utf8mb4), 't')
+            WHEN v_code < 32 OR v_code BETWEEN 127 AND 160 OR v_code = 173
+                THEN CONCAT(CHAR(92 USING utf8mb4), 'x', LOWER(LPAD(HEX(v_code), 2, '0')))
+            ELSE v_char END);
+        SET i = i + 1;
+    END WHILE;
+    RETURN CONCAT(v_quote, v_out, v_quote);
+END//
+
+CREATE FUNCTION dbm_memory__quote_value(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_max INT) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- dbmemory.core.paths.quote_value
+    RETURN IF(CHAR_LENGTH(p_text) <= p_max, dbm_memory__py_repr(p_text),
+              CONCAT(dbm_memory__py_repr(LEFT(p_text, p_max)), '... (', dbm_memory__fmt_int(CHAR_LENGTH(p_text)), ' characters)'))//
+
+CREATE FUNCTION dbm_memory__show_text(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- dbmemory.tool.messages.show_text
+    RETURN IF(CHAR_LENGTH(p_text) <= 200, CONCAT('`', p_text, '`'),
+              CONCAT('`', LEFT(p_text, 200), '`... (', dbm_memory__fmt_int(CHAR_LENGTH(p_text)), ' characters)'))//
+
+CREATE FUNCTION dbm_memory__py_strip(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- Python's str.strip() for the ASCII whitespace (TAB..CR, the separators 28..31, space)
+    DECLARE i INT DEFAULT 1;
+    DECLARE j INT DEFAULT CHAR_LENGTH(p_text);
+    WHILE i <= j AND (ORD(SUBSTRING(p_text, i, 1)) BETWEEN 9 AND 13 OR ORD(SUBSTRING(p_text, i, 1)) BETWEEN 28 AND 32) DO
+        SET i = i + 1;
+    END WHILE;
+    WHILE j >= i AND (ORD(SUBSTRING(p_text, j, 1)) BETWEEN 9 AND 13 OR ORD(SUBSTRING(p_text, j, 1)) BETWEEN 28 AND 32) DO
+        SET j = j - 1;
+    END WHILE;
+    RETURN SUBSTRING(p_text, i, j - i + 1);
+END//
+
+CREATE FUNCTION dbm_memory__format_size(p_chars BIGINT) RETURNS VARCHAR(40)
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.render.format_size: base 1024, one decimal rounded half to even, K M G T
+    DECLARE v_div DECIMAL(65, 0) DEFAULT 1;
+    DECLARE v_tenths DECIMAL(65, 0);
+    DECLARE v_rest DECIMAL(65, 0);
+    DECLARE i INT DEFAULT 1;
+    IF p_chars < 1024 THEN
+        RETURN CAST(p_chars AS CHAR);
+    END IF;
+    WHILE i <= 4 DO
+        SET v_div = v_div * 1024;
+        SET v_tenths = FLOOR(p_chars * 10 / v_div);
+        SET v_rest = p_chars * 10 - v_tenths * v_div;
+        IF v_rest * 2 > v_div OR (v_rest * 2 = v_div AND MOD(v_tenths, 2) = 1) THEN
+            SET v_tenths = v_tenths + 1;
+        END IF;
+        IF v_tenths < 10240 OR i = 4 THEN
+            RETURN CONCAT(CAST(FLOOR(v_tenths / 10) AS CHAR), '.', CAST(MOD(v_tenths, 10) AS CHAR),
+                          ELT(i, 'K', 'M', 'G', 'T'));
+        END IF;
+        SET i = i + 1;
+    END WHILE;
+    RETURN NULL;
+END//
+
+CREATE FUNCTION dbm_memory__tool_path(p_raw LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_name VARCHAR(20)) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path):
+    -- the canonical path, or the error text (starting 'Error: '); a path outside printable
+    -- ASCII after decoding gets the SQL API's path rule (_check_path)
+    DECLARE v_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT p_raw;
+    DECLARE v_decoded LONGBLOB;
+    DECLARE v_char LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_hex VARCHAR(20);
+    DECLARE v_seg LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_shown LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_rule LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_code INT;
+    DECLARE r INT DEFAULT 1;
+    DECLARE i INT;
+    DECLARE j INT;
+    DECLARE n INT;
+    DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' GET DIAGNOSTICS CONDITION 1 v_error = MESSAGE_TEXT;
+    IF CHAR_LENGTH(p_raw) = 0 THEN
+        SET v_rule = 'path is empty: pass a path under /memories, such as ''/memories/notes.md''';
+    ELSEIF CHAR_LENGTH(p_raw) > 10000 THEN
+        SET v_shown = dbm_memory__quote_value(p_raw, 100);
+        SET v_rule = CONCAT('is ', dbm_memory__fmt_int(CHAR_LENGTH(p_raw)), ' characters long; the limit is 1,000 characters: use a shorter path');
+    END IF;
+    -- urllib.parse.unquote until the text stops changing, at most 10 rounds
+    decode_rounds: WHILE v_rule IS NULL AND LOCATE('%', v_text) > 0 DO
+        SET v_decoded = '';
+        SET i = 1;
+        SET n = CHAR_LENGTH(v_text);
+        WHILE i <= n DO
+            SET j = LOCATE('%', v_text, i);
+            IF j = 0 THEN
+                SET v_decoded = CONCAT(v_decoded, CAST(SUBSTRING(v_text, i) AS BINARY));
+                SET i = n + 1;
+            ELSE
+                SET v_decoded = CONCAT(v_decoded, CAST(SUBSTRING(v_text, i, j - i) AS BINARY));
+                IF SUBSTRING(v_text, j + 1, 2) REGEXP '^[0-9A-Fa-f]{2}$' THEN
+                    SET v_decoded = CONCAT(v_decoded, UNHEX(SUBSTRING(v_text, j + 1, 2)));
+                    SET i = j + 3;
+                ELSE
+                    SET v_decoded = CONCAT(v_decoded, CAST('%' AS BINARY));
+                    SET i = j + 1;
+                END IF;
+            END IF;
+        END WHILE;
+        IF CAST(CONVERT(CONVERT(v_decoded USING utf8mb4) USING binary) AS BINARY) <> v_decoded
+           OR CONVERT(v_decoded USING utf8mb4) IS NULL THEN
+            SET v_shown = CONCAT(dbm_memory__quote_value(p_raw, 100), IF(CAST(v_text AS BINARY) = CAST(p_raw AS BINARY), '',
+                CONCAT(' (decoded: ', dbm_memory__quote_value(v_text, 100), ')')));
+            SET v_rule = 'contains a percent-escape that is not valid UTF-8 text: write the characters themselves instead of ''%'' escapes';
+            LEAVE decode_rounds;
+        END IF;
+        IF v_decoded = CAST(v_text AS BINARY) THEN
+            LEAVE decode_rounds;
+        END IF;
+        SET v_text = CONVERT(v_decoded USING utf8mb4);
+        IF r = 10 THEN
+            SET v_shown = dbm_memory__quote_value(p_raw, 100);
+            SET v_rule = 'is percent-encoded more than 10 levels deep: write the path plainly, e.g. ''/memories/notes.md''';
+        END IF;
+        SET r = r + 1;
+    END WHILE;
+    IF v_rule IS NULL THEN
+        SET v_shown = CONCAT(dbm_memory__quote_value(p_raw, 100), IF(CAST(v_text AS BINARY) = CAST(p_raw AS BINARY), '',
+            CONCAT(' (decoded: ', dbm_memory__quote_value(v_text, 100), ')')));
+        SET i = 1;
+        SET n = CHAR_LENGTH(v_text);
+        chars: WHILE i <= n DO
+            SET v_char = SUBSTRING(v_text, i, 1);
+            SET v_code = ORD(CONVERT(v_char USING utf32));
+            IF v_code = 92 THEN
+                SET v_rule = CONCAT('contains a backslash at position ', CAST(i - 1 AS CHAR), ': separate segments with ''/'' (e.g. ''/memories/a/b.md'')');
+                LEAVE chars;
+            END IF;
+            IF v_code < 32 OR v_code = 127 THEN
+                SET v_hex = CONCAT('U+', UPPER(LPAD(HEX(v_code), 4, '0')));
+                SET v_rule = CONCAT('contains a control character (', dbm_memory__py_repr(v_char), ', ', v_hex, ') at position ', CAST(i - 1 AS CHAR), ': use only visible characters in memory paths');
+                LEAVE chars;
+            END IF;
+            IF v_code > 127 THEN
+                CALL dbm_memory__check_path(v_text);
+                RETURN CONCAT('Error: ', SUBSTRING(v_error, 15));
+            END IF;
+            SET i = i + 1;
+        END WHILE;
+    END IF;
+    IF v_rule IS NULL THEN
+        WHILE LOCATE('//', v_text) > 0 DO
+            SET v_text = REPLACE(v_text, '//', '/');
+        END WHILE;
+        IF CHAR_LENGTH(v_text) > 1 AND RIGHT(v_text, 1) = '/' THEN
+            SET v_text = LEFT(v_text, CHAR_LENGTH(v_text) - 1);
+        END IF;
+        IF NOT CAST(v_text AS BINARY) = CAST('/memories' AS BINARY) AND NOT CAST(LEFT(v_text, 10) AS BINARY) = CAST('/memories/' AS BINARY) THEN
+            SET v_rule = 'must be /memories or start with /memories/: write it as ''/memories/<name>'', e.g. ''/memories/notes.md''';
+        ELSEIF NOT CAST(v_text AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SET i = 11;
+            SET n = CHAR_LENGTH(v_text);
+            segments: WHILE i <= n + 1 DO
+                SET j = LOCATE('/', v_text, i);
+                IF j = 0 THEN
+                    SET j = n + 1;
+                END IF;
+                SET v_seg = SUBSTRING(v_text, i, j - i);
+                IF CAST(v_seg AS BINARY) = CAST('..' AS BINARY) THEN
+                    SET v_rule = 'must stay under /memories: remove ''..'' segments';
+                ELSEIF CAST(v_seg AS BINARY) = CAST('.' AS BINARY) THEN
+                    SET v_rule = 'contains a ''.'' segment: remove it (''/memories/./a'' is ''/memories/a'')';
+                ELSEIF ORD(LEFT(v_seg, 1)) = 32 OR ORD(RIGHT(v_seg, 1)) = 32 THEN
+                    SET v_rule = CONCAT('has a segment ', dbm_memory__quote_value(v_seg, 100), ' that starts or ends with whitespace: remove the surrounding spaces');
+                END IF;
+                IF v_rule IS NOT NULL THEN
+                    LEAVE segments;
+                END IF;
+                SET i = j + 1;
+            END WHILE;
+        END IF;
+        IF v_rule IS NULL AND CHAR_LENGTH(v_text) > 1000 THEN
+            SET v_shown = dbm_memory__quote_value(p_raw, 100);
+            SET v_rule = CONCAT('is ', dbm_memory__fmt_int(CHAR_LENGTH(v_text)), ' characters long after normalisation; the limit is 1,000 characters: use shorter names');
+        END IF;
+    END IF;
+    IF v_rule IS NULL THEN
+        RETURN v_text;
+    END IF;
+    SET v_error = IF(CHAR_LENGTH(p_raw) = 0, v_rule, CONCAT('path ', v_shown, ' ', v_rule));
+    IF p_name <> 'path' AND LEFT(v_error, 5) = 'path ' THEN
+        SET v_error = CONCAT(p_name, SUBSTRING(v_error, 5));
+    END IF;
+    RETURN CONCAT('Error: ', v_error);
+END//
+
+CREATE FUNCTION dbm_memory__py_float(p_number VARCHAR(400)) RETURNS VARCHAR(400)
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- repr() of the float Python's json.loads makes of the JSON number p_number: the shortest
+    -- digits that read back to the same double, fixed notation when the decimal exponent is
+    -- from -4 to 15, else d.ddde+XX
+    DECLARE v_text VARCHAR(400) DEFAULT CAST(CAST(p_number AS DOUBLE) AS CHAR);
+    DECLARE v_sign VARCHAR(1) DEFAULT '';
+    DECLARE v_mant VARCHAR(400);
+    DECLARE v_exp INT DEFAULT 0;
+    DECLARE v_digits VARCHAR(400);
+    DECLARE v_point INT;
+    DECLARE v_at INT;
+    IF LEFT(v_text, 1) = '-' THEN
+        SET v_sign = '-';
+        SET v_text = SUBSTRING(v_text, 2);
+    END IF;
+    SET v_at = LOCATE('e', LOWER(v_text));
+    IF v_at > 0 THEN
+        SET v_mant = LEFT(v_text, v_at - 1);
+        SET v_exp = CAST(SUBSTRING(v_text, v_at + 1) AS SIGNED);
+    ELSE
+        SET v_mant = v_text;
+    END IF;
+    SET v_point = LOCATE('.', v_mant);
+    IF v_point = 0 THEN
+        SET v_point = CHAR_LENGTH(v_mant) + 1;
+    END IF;
+    SET v_digits = REPLACE(v_mant, '.', '');
+    -- value = 0.<v_digits> * 10^(v_point - 1 + v_exp), without leading or trailing zeros
+    SET v_exp = v_exp + v_point - 1;
+    WHILE LEFT(v_digits, 1) = '0' AND CHAR_LENGTH(v_digits) > 1 DO
+        SET v_digits = SUBSTRING(v_digits, 2);
+        SET v_exp = v_exp - 1;
+    END WHILE;
+    SET v_digits = TRIM(TRAILING '0' FROM v_digits);
+    IF v_digits = '' THEN
+        RETURN CONCAT(v_sign, '0.0');
+    END IF;
+    IF v_exp > 16 OR v_exp < -3 THEN
+        RETURN CONCAT(v_sign, LEFT(v_digits, 1),
+            IF(CHAR_LENGTH(v_digits) > 1, CONCAT('.', SUBSTRING(v_digits, 2)), ''),
+            'e', IF(v_exp - 1 < 0, '-', '+'), LPAD(ABS(v_exp - 1), 2, '0'));
+    END IF;
+    IF v_exp <= 0 THEN
+        RETURN CONCAT(v_sign, '0.', REPEAT('0', -v_exp), v_digits);
+    END IF;
+    IF CHAR_LENGTH(v_digits) <= v_exp THEN
+        RETURN CONCAT(v_sign, RPAD(v_digits, v_exp, '0'), '.0');
+    END IF;
+    RETURN CONCAT(v_sign, LEFT(v_digits, v_exp), '.', SUBSTRING(v_digits, v_exp + 1));
+END//
+
+CREATE FUNCTION dbm_memory__py_json(p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_max INT) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- repr() of the value Python's json.loads makes of the JSON text p_value, token by token
+    -- (no recursion); stops once the text is longer than p_max characters
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE v_char VARCHAR(1) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_token VARCHAR(400);
+    DECLARE i INT DEFAULT 1;
+    DECLARE j INT;
+    DECLARE n INT DEFAULT CHAR_LENGTH(p_value);
+    WHILE i <= n AND CHAR_LENGTH(v_out) <= p_max DO
+        SET v_char = SUBSTRING(p_value, i, 1);
+        IF v_char = '"' THEN
+            SET j = i + 1;
+            WHILE j <= n AND SUBSTRING(p_value, j, 1) <> '"' DO
+                SET j = j + IF(ORD(SUBSTRING(p_value, j, 1)) = 92, 2, 1);
+            END WHILE;
+            SET v_out = CONCAT(v_out, dbm_memory__py_repr(JSON_UNQUOTE(SUBSTRING(p_value, i, j - i + 1))));
+            SET i = j + 1;
+        ELSEIF ORD(v_char) IN (32, 9, 10, 13) THEN
+            SET i = i + 1;
+        ELSEIF v_char = ':' THEN
+            SET v_out = CONCAT(v_out, ': ');
+            SET i = i + 1;
+        ELSEIF v_char = ',' THEN
+            SET v_out = CONCAT(v_out, ', ');
+            SET i = i + 1;
+        ELSEIF v_char IN ('[', ']', '{', '}') THEN
+            SET v_out = CONCAT(v_out, v_char);
+            SET i = i + 1;
+        ELSEIF v_char = 't' THEN
+            SET v_out = CONCAT(v_out, 'True');
+            SET i = i + 4;
+        ELSEIF v_char = 'f' THEN
+            SET v_out = CONCAT(v_out, 'False');
+            SET i = i + 5;
+        ELSEIF v_char = 'n' THEN
+            SET v_out = CONCAT(v_out, 'None');
+            SET i = i + 4;
+        ELSE
+            SET j = i;
+            WHILE j <= n AND LOCATE(SUBSTRING(p_value, j, 1), '+-.eE0123456789') > 0 DO
+                SET j = j + 1;
+            END WHILE;
+            SET v_token = SUBSTRING(p_value, i, j - i);
+            SET v_out = CONCAT(v_out, IF(v_token REGEXP '^-?[0-9]+$',
+                CAST(CAST(v_token AS DECIMAL(65, 0)) AS CHAR), dbm_memory__py_float(v_token)));
+            SET i = j;
+        END IF;
+    END WHILE;
+    RETURN v_out;
+END//
+
+CREATE FUNCTION dbm_memory__json_type(p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS VARCHAR(10)
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- dbmemory.tool.messages._json_type of the value json.loads makes
+    RETURN CASE JSON_TYPE(p_value) WHEN 'STRING' THEN 'string' WHEN 'INTEGER' THEN 'number'
+           WHEN 'DOUBLE' THEN 'number' WHEN 'BOOLEAN' THEN 'boolean' WHEN 'NULL' THEN 'null'
+           WHEN 'ARRAY' THEN 'array' ELSE 'object' END//
+
+CREATE FUNCTION dbm_memory__show(p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.messages._show of the JSON value: strings quoted, lists cut at 10 items, 100 characters
+    DECLARE v_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE i INT DEFAULT 0;
+    IF JSON_TYPE(p_value) = 'STRING' THEN
+        RETURN dbm_memory__quote_value(JSON_UNQUOTE(p_value), 100);
+    END IF;
+    IF JSON_TYPE(p_value) = 'ARRAY' AND JSON_LENGTH(p_value) > 10 THEN
+        SET v_text = '[';
+        WHILE i < 10 AND CHAR_LENGTH(v_text) <= 101 DO
+            SET v_text = CONCAT(v_text, IF(i > 0, ', ', ''),
+                                dbm_memory__py_json(JSON_EXTRACT(p_value, CONCAT('$[', i, ']')), 101));
+            SET i = i + 1;
+        END WHILE;
+        SET v_text = CONCAT(v_text, ', ''...'']');
+    ELSE
+        SET v_text = dbm_memory__py_json(p_value, 101);
+    END IF;
+    IF CHAR_LENGTH(v_text) > 100 THEN
+        SET v_text = CONCAT(LEFT(v_text, 100), '...');
+    END IF;
+    RETURN v_text;
+END//
+
+CREATE FUNCTION dbm_memory__as_int(p_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS DECIMAL(65, 0)
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.args._as_int: an int, an integral float or an ASCII digit string; never a boolean
+    DECLARE v_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_float DOUBLE;
+    IF p_value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF JSON_TYPE(p_value) = 'INTEGER' THEN
+        RETURN CAST(TRIM(p_value) AS DECIMAL(65, 0));
+    END IF;
+    IF JSON_TYPE(p_value) = 'DOUBLE' THEN
+        SET v_float = CAST(TRIM(p_value) AS DOUBLE);
+        RETURN IF(v_float = FLOOR(v_float), CAST(v_float AS DECIMAL(65, 0)), NULL);
+    END IF;
+    IF JSON_TYPE(p_value) = 'STRING' THEN
+        SET v_text = JSON_UNQUOTE(p_value);
+        IF v_text REGEXP '^[ \t\r\n]*[+-]?[0-9]{1,18}[ \t\r\n]*$' THEN
+            RETURN CAST(TRIM(REPLACE(REPLACE(REPLACE(v_text, CHAR(9), ' '), CHAR(10), ' '), CHAR(13), ' ')) AS DECIMAL(65, 0));
+        END IF;
+    END IF;
+    RETURN NULL;
+END//
+
+CREATE FUNCTION dbm_memory__json_error(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- the detail of the error Python's json.loads reports for p_text ('<msg> at line L column C',
+    -- as dbmemory.tool.args._load_json writes it): the C scanner's checks in its order, without
+    -- recursion (a stack of the open containers); NULL when Python reads the text
+    DECLARE n BIGINT DEFAULT CHAR_LENGTH(p_text);
+    DECLARE i BIGINT DEFAULT 1;
+    DECLARE j BIGINT;
+    DECLARE v_code INT;
+    DECLARE v_stack VARCHAR(10000) DEFAULT '';
+    DECLARE v_state VARCHAR(5) DEFAULT 'value';
+    DECLARE v_msg VARCHAR(100);
+    DECLARE v_at BIGINT;
+    DECLARE v_token LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    scan: LOOP
+        -- skip whitespace (' ', TAB, LF, CR)
+        WHILE i <= n AND ORD(SUBSTRING(p_text, i, 1)) IN (32, 9, 10, 13) DO
+            SET i = i + 1;
+        END WHILE;
+        IF v_state = 'key' THEN
+            IF i > n OR SUBSTRING(p_text, i, 1) <> '"' THEN
+                SET v_msg = 'Expecting property name enclosed in double quotes';
+                SET v_at = i;
+                LEAVE scan;
+            END IF;
+        END IF;
+        IF v_state IN ('value', 'key') THEN
+            IF i > n THEN
+                SET v_msg = 'Expecting value';
+                SET v_at = i;
+                LEAVE scan;
+            END IF;
+            SET v_code = ORD(SUBSTRING(p_text, i, 1));
+            IF v_code = 34 THEN
+                SET j = i + 1;
+                string_chars: LOOP
+                    IF j > n THEN
+                        SET v_msg = 'Unterminated string starting at';
+                        SET v_at = i;
+                        LEAVE scan;
+                    END IF;
+                    SET v_code = ORD(SUBSTRING(p_text, j, 1));
+                    IF v_code = 34 THEN
+                        LEAVE string_chars;
+                    END IF;
+                    IF v_code < 32 THEN
+                        SET v_msg = 'Invalid control character at';
+                        SET v_at = j;
+                        LEAVE scan;
+                    END IF;
+                    IF v_code = 92 THEN
+                        IF j + 1 > n THEN
+                            SET v_msg = 'Unterminated string starting at';
+                            SET v_at = i;
+                            LEAVE scan;
+                        END IF;
+                        IF SUBSTRING(p_text, j + 1, 1) = 'u' THEN
+                            IF NOT SUBSTRING(p_text, j + 2, 4) REGEXP '^[0-9A-Fa-f]{4}$' THEN
+                                SET v_msg = 'Invalid \\uXXXX escape';
+                                SET v_at = j + 1;
+                                LEAVE scan;
+                            END IF;
+                            SET j = j + 6;
+                            ITERATE string_chars;
+                        END IF;
+                        IF LOCATE(SUBSTRING(p_text, j + 1, 1), CONCAT('"/bfnrt', CHAR(92 USING utf8mb4))) = 0 THEN
+                            SET v_msg = 'Invalid \\escape';
+                            SET v_at = j;
+                            LEAVE scan;
+                        END IF;
+                        SET j = j + 2;
+                        ITERATE string_chars;
+                    END IF;
+                    SET j = j + 1;
+                END LOOP;
+                SET i = j + 1;
+                IF v_state = 'key' THEN
+                    WHILE i <= n AND ORD(SUBSTRING(p_text, i, 1)) IN (32, 9, 10, 13) DO
+                        SET i = i + 1;
+                    END WHILE;
+                    IF i > n OR SUBSTRING(p_text, i, 1) <> ':' THEN
+                        SET v_msg = 'Expecting '':'' delimiter';
+                        SET v_at = i;
+                        LEAVE scan;
+                    END IF;
+                    SET i = i + 1;
+                    SET v_state = 'value';
+                    ITERATE scan;
+                END IF;
+                SET v_state = 'after';
+            ELSEIF v_code = 123 THEN
+                SET v_stack = CONCAT(v_stack, 'o');
+                SET i = i + 1;
+                WHILE i <= n AND ORD(SUBSTRING(p_text, i, 1)) IN (32, 9, 10, 13) DO
+                    SET i = i + 1;
+                END WHILE;
+                IF i <= n AND SUBSTRING(p_text, i, 1) = '}' THEN
+                    SET v_stack = LEFT(v_stack, CHAR_LENGTH(v_stack) - 1);
+                    SET i = i + 1;
+                    SET v_state = 'after';
+                ELSE
+                    SET v_state = 'key';
+                END IF;
+            ELSEIF v_code = 91 THEN
+                SET v_stack = CONCAT(v_stack, 'a');
+                SET i = i + 1;
+                WHILE i <= n AND ORD(SUBSTRING(p_text, i, 1)) IN (32, 9, 10, 13) DO
+                    SET i = i + 1;
+                END WHILE;
+                IF i <= n AND SUBSTRING(p_text, i, 1) = ']' THEN
+                    SET v_stack = LEFT(v_stack, CHAR_LENGTH(v_stack) - 1);
+                    SET i = i + 1;
+                    SET v_state = 'after';
+                END IF;
+            ELSE
+                SET v_token = SUBSTRING(p_text, i, 400);
+                SET v_token = CASE
+                    WHEN CAST(LEFT(v_token, 4) AS BINARY) IN ('null', 'true') THEN LEFT(v_token, 4)
+                    WHEN CAST(LEFT(v_token, 5) AS BINARY) = 'false' THEN 'false'
+                    WHEN CAST(LEFT(v_token, 3) AS BINARY) = 'NaN' THEN 'NaN'
+                    WHEN CAST(LEFT(v_token, 8) AS BINARY) = 'Infinity' THEN 'Infinity'
+                    WHEN CAST(LEFT(v_token, 9) AS BINARY) = '-Infinity' THEN '-Infinity'
+                    ELSE REGEXP_SUBSTR(v_token, '^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?') END;
+                IF v_token IS NULL OR v_token = '' THEN
+                    SET v_msg = 'Expecting value';
+                    SET v_at = i;
+                    LEAVE scan;
+                END IF;
+                SET i = i + CHAR_LENGTH(v_token);
+                SET v_state = 'after';
+            END IF;
+        ELSE
+            -- a value ended: close the containers it ends, or take the next item
+            IF v_stack = '' THEN
+                IF i <= n THEN
+                    SET v_msg = 'Extra data';
+                    SET v_at = i;
+                    LEAVE scan;
+                END IF;
+                RETURN NULL;
+            END IF;
+            IF i <= n AND SUBSTRING(p_text, i, 1) = ',' THEN
+                SET i = i + 1;
+                SET v_state = IF(RIGHT(v_stack, 1) = 'o', 'key', 'value');
+            ELSEIF i <= n AND SUBSTRING(p_text, i, 1) = IF(RIGHT(v_stack, 1) = 'o', '}', ']') THEN
+                SET v_stack = LEFT(v_stack, CHAR_LENGTH(v_stack) - 1);
+                SET i = i + 1;
+            ELSE
+                SET v_msg = 'Expecting '','' delimiter';
+                SET v_at = i;
+                LEAVE scan;
+            END IF;
+        END IF;
+    END LOOP;
+    -- Python's position is 0-based: line = LFs before it + 1, column = characters since the last LF
+    SET v_at = v_at - 1;
+    SET v_token = LEFT(p_text, v_at);
+    RETURN CONCAT(v_msg, ' at line ', CHAR_LENGTH(v_token) - CHAR_LENGTH(REPLACE(v_token, CHAR(10 USING utf8mb4), '')) + 1,
+                  ' column ', v_at - IF(LOCATE(CHAR(10 USING utf8mb4), v_token) = 0, -1,
+                      CHAR_LENGTH(v_token) - LOCATE(CHAR(10 USING utf8mb4), REVERSE(v_token))));
+END//
+
+CREATE FUNCTION dbm_memory__line_count(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS BIGINT
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- len(dbmemory.tool.render.split_lines(p_text))
+    RETURN IF(CHAR_LENGTH(p_text) = 0, 0, CHAR_LENGTH(p_text) - CHAR_LENGTH(REPLACE(p_text, CHAR(10 USING utf8mb4), ''))
+              + IF(RIGHT(p_text, 1) = CHAR(10 USING utf8mb4), 0, 1))//
+
+CREATE FUNCTION dbm_memory__numbered(p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_first BIGINT, p_last BIGINT) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.render.number_lines of lines p_first..p_last (1-based) of p_text, joined by LF
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE v_at BIGINT DEFAULT 1;
+    DECLARE v_end BIGINT;
+    DECLARE i BIGINT DEFAULT 1;
+    WHILE i < p_first DO
+        SET v_at = LOCATE(CHAR(10 USING utf8mb4), p_text, v_at) + 1;
+        SET i = i + 1;
+    END WHILE;
+    WHILE i <= p_last DO
+        SET v_end = LOCATE(CHAR(10 USING utf8mb4), p_text, v_at);
+        IF v_end = 0 THEN
+            SET v_end = CHAR_LENGTH(p_text) + 1;
+        END IF;
+        SET v_out = CONCAT(v_out, IF(i > p_first, CHAR(10 USING utf8mb4), ''), CONCAT(IF(CHAR_LENGTH(CAST(i AS CHAR)) >= 6, CAST(i AS CHAR), LPAD(CAST(i AS CHAR), 6, ' ')), CHAR(9 USING utf8mb4)),
+                           SUBSTRING(p_text, v_at, v_end - v_at));
+        SET v_at = v_end + 1;
+        SET i = i + 1;
+    END WHILE;
+    RETURN v_out;
+END//
+
+CREATE FUNCTION dbm_memory__render_file(p_path LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_range BOOLEAN,
+                                      p_start DECIMAL(65, 0), p_end DECIMAL(65, 0)) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.render.render_file (OUTPUT_LIMIT_CHARS 16000); an error text for a bad view_range
+    DECLARE v_header LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT CONCAT('Here''s the content of ', p_path, ' with line numbers:');
+    DECLARE v_count BIGINT DEFAULT dbm_memory__line_count(p_text);
+    DECLARE v_first BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_clamped BOOLEAN DEFAULT FALSE;
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_line1 LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_note LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_budget BIGINT;
+    DECLARE v_used BIGINT;
+    DECLARE v_kept BIGINT DEFAULT 0;
+    DECLARE v_kept_chars BIGINT DEFAULT 0;
+    DECLARE v_room BIGINT;
+    DECLARE v_at BIGINT DEFAULT 1;
+    DECLARE v_end BIGINT;
+    DECLARE v_open BOOLEAN DEFAULT TRUE;
+    DECLARE v_body LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT '';
+    DECLARE v_shown LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE i BIGINT DEFAULT 1;
+    IF NOT p_range THEN
+        IF v_count = 0 THEN
+            RETURN CONCAT(v_header, CHAR(10 USING utf8mb4), CONCAT('(the file ', p_path, ' exists and is empty: 0 lines, 0 characters)'));
+        END IF;
+        SET v_first = 1;
+        SET v_last = v_count;
+    ELSE
+        IF v_count = 0 THEN
+            RETURN CONCAT('Error: ', CONCAT('Invalid `view_range` parameter: [', CAST(p_start AS CHAR), ', ', CAST(p_end AS CHAR), ']. ', p_path, ' is empty (0 lines): view it without view_range.'));
+        END IF;
+        IF p_start < 1 OR p_start > v_count OR (p_end <> -1 AND p_end < p_start) THEN
+            RETURN CONCAT('Error: ', IF(v_count = 1,
+                CONCAT('Invalid `view_range` parameter: [', CAST(p_start AS CHAR), ', ', CAST(p_end AS CHAR), ']. ', p_path, ' has 1 line: use [start, end] with 1 <= start <= 1 and start <= end, or end = -1 to read to the last line.'),
+                CONCAT('Invalid `view_range` parameter: [', CAST(p_start AS CHAR), ', ', CAST(p_end AS CHAR), ']. ', p_path, ' has ', dbm_memory__fmt_int(v_count), ' lines: use [start, end] with 1 <= start <= ', CAST(v_count AS CHAR), ' and start <= end, or end = -1 to read to the last line.')));
+        END IF;
+        SET v_first = p_start;
+        SET v_last = IF(p_end = -1 OR p_end > v_count, v_count, p_end);
+        SET v_clamped = p_end > v_count;
+    END IF;
+    -- dbmemory.tool.render._clip_numbered: the whole lines that fit the budget, counted as they are built
+    SET v_note = CONCAT('(output clipped at 16,000 characters: showed lines ', CAST(v_count AS CHAR), '-', CAST(v_count AS CHAR), ' of ', dbm_memory__fmt_int(v_count), '; view the rest with view_range [', CAST((v_count + 1) AS CHAR), ', -1])');
+    SET v_budget = 16000 - CHAR_LENGTH(v_note) - 1;
+    SET v_used = CHAR_LENGTH(v_header);
+    WHILE i < v_first DO
+        SET v_at = LOCATE(CHAR(10 USING utf8mb4), p_text, v_at) + 1;
+        SET i = i + 1;
+    END WHILE;
+    WHILE i <= v_last DO
+        SET v_end = LOCATE(CHAR(10 USING utf8mb4), p_text, v_at);
+        IF v_end = 0 THEN
+            SET v_end = CHAR_LENGTH(p_text) + 1;
+        END IF;
+        SET v_shown = CONCAT(CONCAT(IF(CHAR_LENGTH(CAST(i AS CHAR)) >= 6, CAST(i AS CHAR), LPAD(CAST(i AS CHAR), 6, ' ')), CHAR(9 USING utf8mb4)), SUBSTRING(p_text, v_at, v_end - v_at));
+        IF i = v_first THEN
+            SET v_line1 = v_shown;
+        END IF;
+        IF v_open AND v_used + 1 + CHAR_LENGTH(v_shown) <= v_budget THEN
+            SET v_used = v_used + 1 + CHAR_LENGTH(v_shown);
+            SET v_kept = v_kept + 1;
+        ELSE
+            IF v_open THEN
+                SET v_kept_chars = CHAR_LENGTH(v_body);
+            END IF;
+            SET v_open = FALSE;
+        END IF;
+        SET v_body = CONCAT(v_body, IF(i > v_first, CHAR(10 USING utf8mb4), ''), v_shown);
+        SET v_at = v_end + 1;
+        SET i = i + 1;
+    END WHILE;
+    IF v_open THEN
+        SET v_kept_chars = CHAR_LENGTH(v_body);
+    END IF;
+    SET v_out = CONCAT(v_header, CHAR(10 USING utf8mb4), v_body);
+    IF v_clamped THEN
+        SET v_out = CONCAT(v_out, CHAR(10 USING utf8mb4), CONCAT('(note: view_range end ', CAST(p_end AS CHAR), ' is past the last line, ', CAST(v_last AS CHAR), '; showed lines ', CAST(v_first AS CHAR), '-', CAST(v_last AS CHAR), ')'));
+    END IF;
+    IF CHAR_LENGTH(v_out) <= 16000 THEN
+        RETURN v_out;
+    END IF;
+    IF v_kept = 0 THEN
+        SET v_last = GREATEST(CHAR_LENGTH(v_line1) - 6 - 1, 0);
+        SET v_note = IF(v_first < v_count,
+            CONCAT('(output clipped at 16,000 characters inside line ', CAST(v_first AS CHAR), ', which holds ', dbm_memory__fmt_int(v_last), ' characters; the rest of that line cannot be shown; view the following lines with view_range [', CAST((v_first + 1) AS CHAR), ', -1])'),
+            CONCAT('(output clipped at 16,000 characters inside line ', CAST(v_first AS CHAR), ', which holds ', dbm_memory__fmt_int(v_last), ' characters; the rest of that line cannot be shown)'));
+        SET v_room = GREATEST(16000 - CHAR_LENGTH(v_header) - CHAR_LENGTH(v_note) - 2, 0);
+        RETURN CONCAT(v_header, CHAR(10 USING utf8mb4), LEFT(v_line1, v_room), CHAR(10 USING utf8mb4), v_note);
+    END IF;
+    SET v_last = v_first + v_kept - 1;
+    RETURN CONCAT(v_header, CHAR(10 USING utf8mb4), LEFT(v_body, v_kept_chars), CHAR(10 USING utf8mb4),
+        CONCAT('(output clipped at 16,000 characters: showed lines ', CAST(v_first AS CHAR), '-', CAST(v_last AS CHAR), ' of ', dbm_memory__fmt_int(v_count), '; view the rest with view_range [', CAST((v_last + 1) AS CHAR), ', -1])'));
+END//
+
+CREATE FUNCTION dbm_memory__render_listing(p_store_id BIGINT, p_path LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    READS SQL DATA SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.render.listing_of_rows: two levels, hidden names ('.*', node_modules) left out
+    -- with everything below them but counted in the totals, sizes by format_size, clipped at
+    -- 16000 characters after a whole entry
+    DECLARE v_prefix LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT CONCAT(p_path, '/');
+    DECLARE v_total BIGINT;
+    DECLARE v_head LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_line LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_note LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_entries BIGINT DEFAULT 0;
+    DECLARE v_all BIGINT;
+    DECLARE v_budget BIGINT;
+    DECLARE v_cut BIGINT;
+    DECLARE v_at BIGINT;
+    DECLARE v_done BOOLEAN DEFAULT FALSE;
+    DECLARE c_lines CURSOR FOR
+        WITH f AS (
+            SELECT CAST(SUBSTRING(x.file_path, CHAR_LENGTH(v_prefix) + 1) AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin AS rel,
+                   x.char_count AS chars
+              FROM dbm_files x
+             WHERE x.store_id = p_store_id
+               AND (CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) OR CAST(SUBSTRING(x.file_path, 1, CHAR_LENGTH(v_prefix)) AS BINARY) = CAST(v_prefix AS BINARY))
+        ), one AS (
+            SELECT SUBSTRING_INDEX(rel, '/', 1) AS name, LOCATE('/', rel) > 0 AS is_dir, rel, chars FROM f
+        ), top AS (
+            SELECT name, is_dir, SUM(chars) AS chars FROM one
+             WHERE NOT (LEFT(name, 1) = '.' OR CAST(name AS BINARY) = CAST('node_modules' AS BINARY))
+             GROUP BY CAST(name AS BINARY), is_dir
+        ), two AS (
+            SELECT o.name AS parent,
+                   SUBSTRING_INDEX(SUBSTRING(o.rel, CHAR_LENGTH(o.name) + 2), '/', 1) AS name,
+                   LOCATE('/', SUBSTRING(o.rel, CHAR_LENGTH(o.name) + 2)) > 0 AS is_dir, o.chars
+              FROM one o WHERE o.is_dir AND NOT (LEFT(o.name, 1) = '.' OR CAST(o.name AS BINARY) = CAST('node_modules' AS BINARY))
+        ), sub AS (
+            SELECT parent, name, is_dir, SUM(chars) AS chars FROM two
+             WHERE NOT (LEFT(name, 1) = '.' OR CAST(name AS BINARY) = CAST('node_modules' AS BINARY))
+             GROUP BY CAST(parent AS BINARY), CAST(name AS BINARY), is_dir
+        ), entries AS (
+            SELECT t.name AS k1, '' AS k2, CONCAT(dbm_memory__format_size(t.chars), CHAR(9 USING utf8mb4), v_prefix, t.name,
+                       IF(t.is_dir, '/', '')) AS line
+              FROM top t
+            UNION ALL
+            SELECT s.parent, s.name, CONCAT(dbm_memory__format_size(s.chars), CHAR(9 USING utf8mb4), v_prefix, s.parent, '/', s.name,
+                       IF(s.is_dir, '/', ''))
+              FROM sub s
+        )
+        SELECT line FROM entries ORDER BY CAST(k1 AS BINARY), CAST(k2 AS BINARY);
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
+    SELECT COALESCE(SUM(x.char_count), 0) INTO v_total FROM dbm_files x
+     WHERE x.store_id = p_store_id
+       AND (CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) OR CAST(SUBSTRING(x.file_path, 1, CHAR_LENGTH(v_prefix)) AS BINARY) = CAST(v_prefix AS BINARY));
+    SET v_head = CONCAT(CONCAT('Here''re the files and directories up to 2 levels deep in ', p_path, ', excluding hidden items and node_modules:'), CHAR(10 USING utf8mb4), dbm_memory__format_size(v_total), CHAR(9 USING utf8mb4), p_path);
+    SET v_text = v_head;
+    OPEN c_lines;
+    read_lines: LOOP
+        FETCH c_lines INTO v_line;
+        IF v_done THEN
+            LEAVE read_lines;
+        END IF;
+        SET v_text = CONCAT(v_text, CHAR(10 USING utf8mb4), v_line);
+        SET v_entries = v_entries + 1;
+    END LOOP;
+    CLOSE c_lines;
+    IF CHAR_LENGTH(v_text) <= 16000 THEN
+        RETURN v_text;
+    END IF;
+    SET v_all = v_entries;
+    SET v_note = CONCAT('(listing clipped at 16,000 characters: showed ', dbm_memory__fmt_int(v_all), ' of ', dbm_memory__fmt_int(v_all), ' entries; view a subdirectory to see the rest)');
+    SET v_budget = GREATEST(16000 - CHAR_LENGTH(v_note) - 1, 0);
+    SET v_cut = CHAR_LENGTH(v_head);
+    SET v_entries = 0;
+    -- the entries are one line each (a path has no line break): cut after the last that fits
+    cut_lines: WHILE v_entries < v_all DO
+        SET v_at = LOCATE(CHAR(10 USING utf8mb4), v_text, v_cut + 2);
+        IF v_at = 0 THEN
+            SET v_at = CHAR_LENGTH(v_text) + 1;
+        END IF;
+        IF v_at - 1 > v_budget THEN
+            LEAVE cut_lines;
+        END IF;
+        SET v_cut = v_at - 1;
+        SET v_entries = v_entries + 1;
+    END WHILE;
+    RETURN CONCAT(LEFT(v_text, v_cut), CHAR(10 USING utf8mb4), CONCAT('(listing clipped at 16,000 characters: showed ', dbm_memory__fmt_int(v_entries), ' of ', dbm_memory__fmt_int(v_all), ' entries; view a subdirectory to see the rest)'));
+END//
+
+CREATE FUNCTION dbm_memory__snippet(p_path LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, p_first BIGINT, p_last BIGINT) RETURNS LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    DETERMINISTIC NO SQL SQL SECURITY DEFINER
+BEGIN
+    -- dbmemory.tool.edits._snippet (2 lines of context, at most 40 lines)
+    DECLARE v_count BIGINT DEFAULT dbm_memory__line_count(p_text);
+    DECLARE v_first BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_start BIGINT;
+    DECLARE v_stop BIGINT;
+    DECLARE v_end BIGINT;
+    DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    IF v_count = 0 THEN
+        RETURN CONCAT('The memory file ', p_path, ' has been edited. It is now empty (0 characters) and still exists.');
+    END IF;
+    SET v_first = LEAST(p_first, v_count - 1);
+    SET v_last = LEAST(GREATEST(p_last, v_first), v_count - 1);
+    SET v_start = GREATEST(0, v_first - 2);
+    SET v_stop = LEAST(v_count, v_last + 2 + 1);
+    IF v_stop - v_start > 40 THEN
+        SET v_stop = v_start + 40;
+        SET v_end = LEAST(v_count, v_last + 2 + 1);
+        SET v_stop = v_stop + 1;
+    END IF;
+    SET v_out = CONCAT(CONCAT('The memory file ', p_path, ' has been edited. Here is the snippet showing the change (with line numbers):'), CHAR(10 USING utf8mb4),
+        dbm_memory__numbered(p_text, v_start + 1, LEAST(v_stop, v_start + 40)));
+    IF v_end IS NOT NULL THEN
+        SET v_out = CONCAT(v_out, CHAR(10 USING utf8mb4), CONCAT('(snippet clipped; view ', p_path, ' with view_range [', CAST(v_stop AS CHAR), ', ', CAST(v_end AS CHAR), '] to see the rest)'));
+    END IF;
+    RETURN v_out;
+END//
+
+CREATE PROCEDURE dbm_memory_run_command(
+    IN p_store_id DECIMAL(65, 30), IN p_command LONGTEXT CHARACTER SET utf8mb4, IN p_actor TEXT CHARACTER SET utf8mb4, OUT p_result LONGTEXT CHARACTER SET utf8mb4)
+    MODIFIES SQL DATA SQL SECURITY DEFINER
+main: BEGIN
+    -- dbmemory.tool.memory_tool.MemoryTool.execute on one store: the same six commands and the
+    -- same texts in p_result; a failure changes nothing. A bad store id (missing, reserved,
+    -- fractional) raises as every call of the API does. p_actor NULL = 'memory-tool'.
+    DECLARE v_sid BIGINT;
+    DECLARE v_data LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_value LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_inner LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_cmd LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_raw LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_s LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_key VARCHAR(700) CHARACTER SET utf8mb4;
+    DECLARE p_path LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_new LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_old_str LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_new_str LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_text LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_parent LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_found LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_line DECIMAL(65, 0);
+    DECLARE v_start DECIMAL(65, 0);
+    DECLARE v_end DECIMAL(65, 0);
+    DECLARE v_range BOOLEAN DEFAULT FALSE;
+    DECLARE v_known BOOLEAN;
+    DECLARE v_n BIGINT;
+    DECLARE v_hits BIGINT;
+    DECLARE v_pos BIGINT;
+    DECLARE v_prev BIGINT;
+    DECLARE v_first BIGINT;
+    DECLARE v_last BIGINT;
+    DECLARE v_limit BIGINT;
+    DECLARE v_nl VARCHAR(2) CHARACTER SET utf8mb4;
+    DECLARE v_mfc INT;
+    DECLARE v_mf INT;
+    DECLARE v_msc BIGINT;
+    DECLARE v_nfiles BIGINT;
+    DECLARE v_nchars BIGINT;
+    DECLARE v_fid BIGINT;
+    DECLARE v_old BIGINT;
+    DECLARE v_body LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_touched DATETIME(6);
+    DECLARE v_read DATETIME(6);
+    DECLARE v_exact BOOLEAN;
+    DECLARE v_errno INT;
+    DECLARE i BIGINT;
+    DECLARE k INT;
+    DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+    DECLARE v_actor TEXT CHARACTER SET utf8mb4 DEFAULT COALESCE(p_actor, 'memory-tool');
+    CALL dbm_memory__check_reachable(p_store_id);
+    SET v_sid = p_store_id;
+    SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = v_sid;
+    IF v_key IS NULL THEN
+        CALL dbm_memory__fail('not_found', CONCAT('store ', v_sid, ' does not exist: check the store id'));
+    END IF;
+    -- dbmemory.tool.args._to_mapping and _unwrap
+    IF p_command IS NULL OR dbm_memory__py_strip(p_command) = '' THEN
+        SET p_result = CONCAT('Error: ', 'The arguments are not valid JSON (the text is empty): send one JSON object such as {"command": "view", "path": "/memories"}.');
+            LEAVE main;
+    END IF;
+    IF NOT JSON_VALID(p_command) THEN
+        SET p_result = CONCAT('Error: ', CONCAT('The arguments are not valid JSON (', dbm_memory__json_error(p_command), '): send one JSON object such as {"command": "view", "path": "/memories"}.'));
+            LEAVE main;
+    END IF;
+    SET v_data = p_command;
+    IF JSON_TYPE(v_data) = 'STRING' AND LEFT(LTRIM(JSON_UNQUOTE(v_data)), 1) = '{' THEN
+        SET v_inner = JSON_UNQUOTE(v_data);
+        IF NOT JSON_VALID(v_inner) THEN
+            SET p_result = CONCAT('Error: ', CONCAT('The arguments are not valid JSON (', dbm_memory__json_error(v_inner), '): send one JSON object such as {"command": "view", "path": "/memories"}.'));
+            LEAVE main;
+        END IF;
+        SET v_data = v_inner;
+    END IF;
+    IF JSON_TYPE(v_data) <> 'OBJECT' THEN
+        SET v_value = v_data;
+        SET p_result = CONCAT('Error: ', CONCAT('The arguments must be a JSON object such as {"command": "view", "path": "/memories"}, got ', dbm_memory__json_type(v_value), '.'));
+            LEAVE main;
+    END IF;
+    IF NOT JSON_CONTAINS_PATH(v_data, 'one', '$.command') THEN
+        SET v_known = FALSE;
+        SET k = 1;
+        WHILE k <= 6 DO
+            IF JSON_CONTAINS_PATH(v_data, 'one', CONCAT('$.', ELT(k, 'input', 'arguments', 'args', 'parameters', 'params', 'tool_input'))) THEN
+                SET v_known = TRUE;
+            END IF;
+            SET k = k + 1;
+        END WHILE;
+        SET k = IF(v_known, 1, 0);
+        SET v_s = NULL;
+        unwrap: WHILE k <= 6 DO
+            IF k = 0 THEN
+                IF JSON_LENGTH(v_data) <> 1 THEN
+                    LEAVE unwrap;
+                END IF;
+                SET v_inner = JSON_EXTRACT(v_data, CONCAT('$.', JSON_EXTRACT(JSON_KEYS(v_data), '$[0]')));
+                SET k = 7;
+            ELSE
+                SET v_inner = JSON_EXTRACT(v_data, CONCAT('$.', ELT(k, 'input', 'arguments', 'args', 'parameters', 'params', 'tool_input')));
+                SET k = k + 1;
+            END IF;
+            IF v_inner IS NOT NULL AND JSON_TYPE(v_inner) = 'STRING' THEN
+                SET v_inner = JSON_UNQUOTE(v_inner);
+                IF NOT v_known AND LEFT(LTRIM(v_inner), 1) <> '{' THEN
+                    ITERATE unwrap;
+                END IF;
+                -- a known wrapper whose text cannot be read reports that error (the first one)
+                IF dbm_memory__py_strip(v_inner) = '' THEN
+                    SET v_s = COALESCE(v_s, 'The arguments are not valid JSON (the text is empty): send one JSON object such as {"command": "view", "path": "/memories"}.');
+                    ITERATE unwrap;
+                END IF;
+                IF NOT JSON_VALID(v_inner) THEN
+                    SET v_s = COALESCE(v_s, CONCAT('The arguments are not valid JSON (', dbm_memory__json_error(v_inner), '): send one JSON object such as {"command": "view", "path": "/memories"}.'));
+                    ITERATE unwrap;
+                END IF;
+                IF JSON_TYPE(v_inner) = 'STRING' AND LEFT(LTRIM(JSON_UNQUOTE(v_inner)), 1) = '{' THEN
+                    SET v_inner = JSON_UNQUOTE(v_inner);
+                    IF NOT JSON_VALID(v_inner) THEN
+                        SET v_s = COALESCE(v_s, CONCAT('The arguments are not valid JSON (', dbm_memory__json_error(v_inner), '): send one JSON object such as {"command": "view", "path": "/memories"}.'));
+                        ITERATE unwrap;
+                    END IF;
+                END IF;
+                IF JSON_TYPE(v_inner) <> 'OBJECT' THEN
+                    SET v_value = v_inner;
+                    SET v_s = COALESCE(v_s, CONCAT('The arguments must be a JSON object such as {"command": "view", "path": "/memories"}, got ', dbm_memory__json_type(v_value), '.'));
+                    ITERATE unwrap;
+                END IF;
+            END IF;
+            IF v_inner IS NULL OR JSON_TYPE(v_inner) <> 'OBJECT' THEN
+                ITERATE unwrap;
+            END IF;
+            IF JSON_CONTAINS_PATH(v_inner, 'one', '$.command') THEN
+                SET v_data = v_inner;
+                SET v_s = NULL;
+                LEAVE unwrap;
+            END IF;
+        END WHILE unwrap;
+        IF v_s IS NOT NULL THEN
+            SET p_result = CONCAT('Error: ', v_s);
+            LEAVE main;
+        END IF;
+    END IF;
+    SET v_value = JSON_EXTRACT(v_data, '$.command');
+    IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+        SET p_result = CONCAT('Error: ', 'Missing required parameter `command`: pass one of view, create, str_replace, insert, delete, rename, e.g. {"command": "view", "path": "/memories"}.');
+            LEAVE main;
+    END IF;
+    IF JSON_TYPE(v_value) <> 'STRING' THEN
+        SET p_result = CONCAT('Error: ', CONCAT('Parameter `command` must be one of view, create, str_replace, insert, delete, rename, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+    END IF;
+    SET v_raw = JSON_UNQUOTE(v_value);
+    SET v_cmd = LOWER(dbm_memory__py_strip(v_raw));
+
+    IF CAST(v_cmd AS BINARY) = CAST('view' AS BINARY) THEN
+        SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `view`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+        IF NOT CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SELECT f.file_id, f.body, f.last_accessed_at,
+                   (SELECT fr.read_at FROM dbm_file_reads fr WHERE fr.file_id = f.file_id)
+              INTO v_fid, v_body, v_touched, v_read FROM dbm_files f
+             WHERE f.store_id = v_sid AND f.path_hash = SHA2(p_path, 256);
+            IF v_fid IS NOT NULL THEN
+                -- dbmemory.tool.args.coerce_view_range
+                SET v_value = JSON_EXTRACT(v_data, '$.view_range');
+                SET v_inner = v_value;
+                IF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'STRING' THEN
+                    SET v_s = dbm_memory__py_strip(JSON_UNQUOTE(v_value));
+                    IF CHAR_LENGTH(v_s) = 0 THEN
+                        SET v_value = NULL;
+                    ELSEIF CHAR_LENGTH(v_s) > 100 THEN
+                        SET p_result = CONCAT('Error: ', CONCAT('Invalid `view_range` parameter: ', dbm_memory__show(v_value), '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.'));
+            LEAVE main;
+                    ELSE
+                        SET v_inner = IF(LEFT(v_s, 1) = '[', v_s, CONCAT('[', v_s, ']'));
+                        IF NOT JSON_VALID(v_inner) THEN
+                            SET p_result = CONCAT('Error: ', CONCAT('Invalid `view_range` parameter: ', dbm_memory__show(v_value), '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.'));
+            LEAVE main;
+                        END IF;
+                    END IF;
+                END IF;
+                IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+                    IF JSON_TYPE(v_inner) <> 'ARRAY' OR JSON_LENGTH(v_inner) NOT IN (0, 2) THEN
+                        SET p_result = CONCAT('Error: ', CONCAT('Invalid `view_range` parameter: ', dbm_memory__show(v_value), '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.'));
+            LEAVE main;
+                    END IF;
+                    IF JSON_LENGTH(v_inner) = 2 THEN
+                        SET v_start = dbm_memory__as_int(JSON_EXTRACT(v_inner, '$[0]'));
+                        SET v_end = dbm_memory__as_int(JSON_EXTRACT(v_inner, '$[1]'));
+                        IF JSON_TYPE(JSON_EXTRACT(v_inner, '$[0]')) = 'BOOLEAN'
+                           OR JSON_TYPE(JSON_EXTRACT(v_inner, '$[1]')) = 'BOOLEAN'
+                           OR v_start IS NULL OR v_end IS NULL THEN
+                            SET p_result = CONCAT('Error: ', CONCAT('Invalid `view_range` parameter: ', dbm_memory__show(v_value), '. It must be a list of two integers [start, end], e.g. [1, 20], or [5, -1] to read from line 5 to the end.'));
+            LEAVE main;
+                        END IF;
+                        SET v_range = TRUE;
+                    END IF;
+                END IF;
+                -- dbmemory.store.touches: the read recorded (in this transaction) when the
+                -- file's last touch is older than the touch interval
+                IF GREATEST(v_touched, COALESCE(v_read, v_touched)) < v_now - INTERVAL 1 HOUR THEN
+                    INSERT INTO dbm_file_reads (file_id, read_at) VALUES (v_fid, v_now)
+                    ON DUPLICATE KEY UPDATE read_at = VALUES(read_at);
+                END IF;
+                SET p_result = dbm_memory__render_file(p_path, COALESCE(v_body, ''), v_range, v_start, v_end);
+            LEAVE main;
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)) THEN
+                SET p_result = CONCAT('Error: ', CONCAT('The path ', p_path, ' does not exist. Please provide a valid path: view /memories to list the existing files.'));
+            LEAVE main;
+            END IF;
+        END IF;
+        SET p_result = dbm_memory__render_listing(v_sid, p_path);
+            LEAVE main;
+    END IF;
+
+    IF CAST(v_cmd AS BINARY) = CAST('create' AS BINARY) THEN
+        SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `create`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+        SET v_value = JSON_EXTRACT(v_data, '$.file_text');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `file_text` for command `create`: pass the file''s full text as a string ('''' for empty).');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `file_text` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        IF LOCATE(CHAR(0 USING utf8mb4), v_s) > 0 THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `file_text` contains a NUL character (''\\x00'') at position ', dbm_memory__fmt_int(LOCATE(CHAR(0 USING utf8mb4), v_s) - 1), ': memory files hold text only. Remove the NUL characters.'));
+            LEAVE main;
+        END IF;
+        SET v_text = v_s;
+        IF CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', 'cannot create the memory root /memories: name a file or directory inside it');
+            LEAVE main;
+        END IF;
+    ELSEIF CAST(v_cmd AS BINARY) = CAST('str_replace' AS BINARY) OR CAST(v_cmd AS BINARY) = CAST('insert' AS BINARY) THEN
+        IF CAST(v_cmd AS BINARY) = CAST('str_replace' AS BINARY) THEN
+            SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `str_replace`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+            SET v_value = JSON_EXTRACT(v_data, '$.old_str');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `old_str` for command `str_replace`: pass the exact text to replace (it must occur once).');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `old_str` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+            SET v_old_str = v_s;
+            SET v_value = JSON_EXTRACT(v_data, '$.new_str');
+            IF v_value IS NOT NULL AND JSON_TYPE(v_value) NOT IN ('NULL', 'STRING') THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Parameter `new_str` must be a string or null, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+            END IF;
+            SET v_s = IF(JSON_TYPE(v_value) = 'STRING', JSON_UNQUOTE(v_value), '');
+            IF LOCATE(CHAR(0 USING utf8mb4), v_s) > 0 THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `new_str` contains a NUL character (''\\x00'') at position ', dbm_memory__fmt_int(LOCATE(CHAR(0 USING utf8mb4), v_s) - 1), ': memory files hold text only. Remove the NUL characters.'));
+            LEAVE main;
+        END IF;
+            SET v_new_str = v_s;
+        ELSE
+            SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `insert`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+            SET v_value = JSON_EXTRACT(v_data, '$.insert_line');
+            IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+                SET p_result = CONCAT('Error: ', 'Missing required parameter `insert_line` for command `insert`: pass an integer line number (0 inserts at the top of the file).');
+            LEAVE main;
+            END IF;
+            SET v_line = IF(JSON_TYPE(v_value) <> 'BOOLEAN', dbm_memory__as_int(v_value), NULL);
+            IF v_line IS NULL THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Parameter `insert_line` must be an integer line number (0 inserts at the top of the file), got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+            END IF;
+            IF (JSON_EXTRACT(v_data, '$.insert_text') IS NULL OR JSON_TYPE(JSON_EXTRACT(v_data, '$.insert_text')) = 'NULL') AND JSON_TYPE(JSON_EXTRACT(v_data, '$.new_str')) = 'STRING' THEN
+                SET v_s = JSON_UNQUOTE(JSON_EXTRACT(v_data, '$.new_str'));
+                IF LOCATE(CHAR(0 USING utf8mb4), v_s) > 0 THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `new_str` contains a NUL character (''\\x00'') at position ', dbm_memory__fmt_int(LOCATE(CHAR(0 USING utf8mb4), v_s) - 1), ': memory files hold text only. Remove the NUL characters.'));
+            LEAVE main;
+        END IF;
+            ELSE
+                SET v_value = JSON_EXTRACT(v_data, '$.insert_text');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `insert_text` for command `insert`: pass the text to insert as a string.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `insert_text` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+                IF LOCATE(CHAR(0 USING utf8mb4), v_s) > 0 THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `insert_text` contains a NUL character (''\\x00'') at position ', dbm_memory__fmt_int(LOCATE(CHAR(0 USING utf8mb4), v_s) - 1), ': memory files hold text only. Remove the NUL characters.'));
+            LEAVE main;
+        END IF;
+            END IF;
+            SET v_new_str = v_s;
+        END IF;
+        IF CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', 'cannot edit the memory root /memories: name a file or directory inside it');
+            LEAVE main;
+        END IF;
+    ELSEIF CAST(v_cmd AS BINARY) = CAST('delete' AS BINARY) THEN
+        SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `delete`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+        IF CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', 'Cannot delete the /memories directory itself: delete the files or directories inside it instead.');
+            LEAVE main;
+        END IF;
+    ELSEIF CAST(v_cmd AS BINARY) = CAST('rename' AS BINARY) THEN
+        IF NOT (JSON_EXTRACT(v_data, '$.old_path') IS NULL OR JSON_TYPE(JSON_EXTRACT(v_data, '$.old_path')) = 'NULL') OR (JSON_EXTRACT(v_data, '$.path') IS NULL OR JSON_TYPE(JSON_EXTRACT(v_data, '$.path')) = 'NULL') THEN
+            SET v_value = JSON_EXTRACT(v_data, '$.old_path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `old_path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `old_path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'old_path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+        ELSE
+            SET v_value = JSON_EXTRACT(v_data, '$.path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET p_path = dbm_memory__tool_path(v_s, 'path');
+        IF LEFT(p_path, 7) = 'Error: ' THEN
+            SET p_result = p_path;
+            LEAVE main;
+        END IF;
+        END IF;
+        SET v_value = JSON_EXTRACT(v_data, '$.new_path');
+        IF (v_value IS NULL OR JSON_TYPE(v_value) = 'NULL') THEN
+            SET p_result = CONCAT('Error: ', 'Missing required parameter `new_path` for command `rename`: pass a path string under /memories, e.g. ''/memories/notes.md''.');
+            LEAVE main;
+        END IF;
+        IF JSON_TYPE(v_value) <> 'STRING' THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Parameter `new_path` must be a string, got ', dbm_memory__json_type(v_value), ' ', dbm_memory__show(v_value), '.'));
+            LEAVE main;
+        END IF;
+        SET v_s = JSON_UNQUOTE(v_value);
+        SET v_new = dbm_memory__tool_path(v_s, 'new_path');
+        IF LEFT(v_new, 7) = 'Error: ' THEN
+            SET p_result = v_new;
+            LEAVE main;
+        END IF;
+        IF CAST(p_path AS BINARY) = CAST('/memories' AS BINARY) OR CAST(v_new AS BINARY) = CAST('/memories' AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', 'Cannot rename the /memories directory itself: rename the files or directories inside it instead.');
+            LEAVE main;
+        END IF;
+        IF CAST(p_path AS BINARY) = CAST(v_new AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', CONCAT('old_path and new_path are both ', p_path, ': pass a different new_path.'));
+            LEAVE main;
+        END IF;
+        IF CAST(LEFT(v_new, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY) THEN
+            SET p_result = CONCAT('Error: ', CONCAT('Cannot move ', p_path, ' into itself (', v_new, '): choose a new_path outside ', p_path, '.'));
+            LEAVE main;
+        END IF;
+    ELSE
+        SET p_result = CONCAT('Error: ', CONCAT('Unknown command ', dbm_memory__quote_value(v_raw, 100), ': use one of view, create, str_replace, insert, delete, rename.'));
+            LEAVE main;
+    END IF;
+
+    -- the writes: a transaction, the store row locked, this call's writes undone on a failure
+    CALL dbm_memory__need_transaction();
+    SAVEPOINT dbm_memory_write;
+    write_block: BEGIN
+        DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        -- undo this call's writes only (the caller's transaction stays usable); after a
+        -- deadlock InnoDB has already rolled back the whole transaction
+        GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+        IF v_errno <> 1213 THEN
+            ROLLBACK TO SAVEPOINT dbm_memory_write;
+        END IF;
+        RESIGNAL;
+    END;
+        -- the writers' lock order (dbmemory.store.locks): the store row first, then file rows;
+        -- the counters are exact under this lock
+        SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = v_sid FOR UPDATE;
+        IF v_key IS NULL THEN
+            CALL dbm_memory__fail('not_found', CONCAT('store ', v_sid, ' does not exist: check the store id'));
+        END IF;
+        CALL dbm_memory__refuse_reserved(v_sid, v_key);  -- before any write
+        IF CAST(v_cmd AS BINARY) = CAST('create' AS BINARY) THEN
+            -- dbmemory.tool.memory_tool create: the tool's checks in Python's order
+            IF CHAR_LENGTH(v_text) > v_mfc THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': it would hold ', dbm_memory__fmt_int(CHAR_LENGTH(v_text)), ' characters; the limit is ', dbm_memory__fmt_int(v_mfc), ' characters per file. Write less text or split it into several files.'));
+            LEAVE main;
+            END IF;
+            IF EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND f.path_hash = SHA2(p_path, 256)) THEN
+                SET p_result = CONCAT('Error: ', CONCAT('File ', p_path, ' already exists: use str_replace or insert to change it, or delete it first to write it anew.'));
+            LEAVE main;
+            END IF;
+            SET v_parent = NULL;
+        SET i = 11;
+        parents: WHILE i <= CHAR_LENGTH(p_path) DO
+            IF SUBSTRING(p_path, i, 1) = '/' AND EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND f.path_hash = SHA2(SUBSTRING(p_path, 1, i - 1), 256)) THEN
+                SET v_parent = SUBSTRING(p_path, 1, i - 1);
+                LEAVE parents;
+            END IF;
+            SET i = i + 1;
+        END WHILE parents;
+            IF v_parent IS NOT NULL THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': ', v_parent, ' is a file, not a directory. Choose a path that is not below an existing file.'));
+            LEAVE main;
+            END IF;
+            IF EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)) THEN
+                SELECT COUNT(*) INTO v_n FROM dbm_files f WHERE f.store_id = v_sid
+                   AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY);
+                SET p_result = CONCAT('Error: ', IF(v_n = 1, CONCAT('Cannot create ', p_path, ': it is a directory holding 1 file. Choose a file name, e.g. ', p_path, '/notes.md.'), CONCAT('Cannot create ', p_path, ': it is a directory holding ', dbm_memory__fmt_int(v_n), ' files. Choose a file name, e.g. ', p_path, '/notes.md.')));
+            LEAVE main;
+            END IF;
+            IF v_nfiles + 1 > v_mf THEN
+                SET p_result = CONCAT('Error: ', IF(v_mf = 1, CONCAT('Cannot create ', p_path, ': the memory store already holds 1 file, the most it may hold. Delete or merge files you no longer need, then retry.'), CONCAT('Cannot create ', p_path, ': the memory store already holds ', dbm_memory__fmt_int(v_mf), ' files, the most it may hold. Delete or merge files you no longer need, then retry.')));
+            LEAVE main;
+            END IF;
+            IF v_msc IS NOT NULL AND CHAR_LENGTH(v_text) > 0 AND v_nchars + CHAR_LENGTH(v_text) > v_msc THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': the memory store would hold ', dbm_memory__fmt_int(v_nchars + CHAR_LENGTH(v_text)), ' characters; the limit is ', dbm_memory__fmt_int(v_msc), ' characters in all. Delete or shorten files you no longer need, then retry.'));
+            LEAVE main;
+            END IF;
+            CALL dbm_memory__check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, CHAR_LENGTH(v_text), NULL);
+            INSERT INTO dbm_files
+                (store_id, file_path, path_hash, body, char_count, version_no, expiry_exempt,
+                 created_at, updated_at, last_accessed_at)
+            VALUES (v_sid, p_path, SHA2(p_path, 256), NULLIF(v_text, ''), CHAR_LENGTH(v_text), 1, 0,
+                    v_now, v_now, v_now);
+            CALL dbm_memory__store_row_update(v_sid, 1, CHAR_LENGTH(v_text), v_now);
+            INSERT INTO dbm_audit_events
+            (store_id, store_key, file_path, action_name, actor_name,
+             chars_before, chars_after, detail_text, created_at)
+        VALUES (v_sid, v_key, p_path, 'create',
+                LEFT(COALESCE(NULLIF(v_actor, ''), 'unknown'), 500),
+                NULL, CHAR_LENGTH(v_text), NULLIF(LEFT(NULL, 1000), ''), v_now);
+            SET p_result = CONCAT('File created successfully at: ', p_path);
+            LEAVE main;
+        ELSEIF CAST(v_cmd AS BINARY) = CAST('delete' AS BINARY) THEN
+            INSERT INTO dbm_audit_events
+                (store_id, store_key, file_path, action_name, actor_name,
+                 chars_before, chars_after, detail_text, created_at)
+            SELECT v_sid, v_key, f.file_path, 'delete', LEFT(COALESCE(NULLIF(v_actor, ''), 'unknown'), 500), f.char_count, NULL, NULL, v_now
+              FROM dbm_files f
+             WHERE f.store_id = v_sid
+               AND (f.path_hash = SHA2(p_path, 256)
+                    OR CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY))
+             ORDER BY CAST(f.file_path AS BINARY)
+             FOR UPDATE;
+            SET v_n = ROW_COUNT();
+            IF v_n = 0 THEN
+                SET p_result = CONCAT('Error: ', CONCAT('The path ', p_path, ' does not exist. Please provide a valid path: view /memories to list the existing files.'));
+            LEAVE main;
+            END IF;
+            SELECT COALESCE(SUM(f.char_count), 0) INTO v_limit FROM dbm_files f
+             WHERE f.store_id = v_sid
+               AND (f.path_hash = SHA2(p_path, 256)
+                    OR CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY));
+            DELETE FROM dbm_files
+             WHERE store_id = v_sid
+               AND (path_hash = SHA2(p_path, 256)
+                    OR CAST(SUBSTRING(file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY));
+            CALL dbm_memory__store_row_update(v_sid, -v_n, -v_limit, v_now);
+            SET p_result = IF(v_n > 1, CONCAT('Successfully deleted ', p_path, ' (', dbm_memory__fmt_int(v_n), ' files)'), CONCAT('Successfully deleted ', p_path));
+            LEAVE main;
+        ELSEIF CAST(v_cmd AS BINARY) = CAST('rename' AS BINARY) THEN
+            SET v_exact = EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND f.path_hash = SHA2(p_path, 256));
+            IF NOT v_exact AND NOT EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)) THEN
+                SET p_result = CONCAT('Error: ', CONCAT('The path ', p_path, ' does not exist. Please provide a valid path: view /memories to list the existing files.'));
+            LEAVE main;
+            END IF;
+            SET v_s = NULL;
+            SELECT f.file_path, CHAR_LENGTH(v_new) + CHAR_LENGTH(f.file_path) - CHAR_LENGTH(p_path)
+              INTO v_s, v_n
+              FROM dbm_files f WHERE f.store_id = v_sid AND IF(v_exact, f.path_hash = SHA2(p_path, 256),
+                 CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY))
+               AND CHAR_LENGTH(v_new) + CHAR_LENGTH(f.file_path) - CHAR_LENGTH(p_path) > 1000
+             ORDER BY CAST(f.file_path AS BINARY) LIMIT 1;
+            IF v_s IS NOT NULL THEN
+                SET p_result = CONCAT('Error: ', CONCAT('moving ', v_s, ' would make a path of ', v_n, ' characters; the limit is 1,000: choose a shorter destination'));
+            LEAVE main;
+            END IF;
+            IF EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND f.path_hash = SHA2(v_new, 256)) OR EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(v_new) + 1) AS BINARY) = CAST(CONCAT(v_new, '/') AS BINARY)) THEN
+                SET p_result = CONCAT('Error: ', CONCAT('The destination ', v_new, ' already exists: choose another new_path, or delete the destination first.'));
+            LEAVE main;
+            END IF;
+            SET v_parent = NULL;
+        SET i = 11;
+        parents: WHILE i <= CHAR_LENGTH(v_new) DO
+            IF SUBSTRING(v_new, i, 1) = '/' AND EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND f.path_hash = SHA2(SUBSTRING(v_new, 1, i - 1), 256)) THEN
+                SET v_parent = SUBSTRING(v_new, 1, i - 1);
+                LEAVE parents;
+            END IF;
+            SET i = i + 1;
+        END WHILE parents;
+            IF v_parent IS NOT NULL THEN
+                SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', v_new, ': ', v_parent, ' is a file, not a directory. Choose a path that is not below an existing file.'));
+            LEAVE main;
+            END IF;
+            INSERT INTO dbm_audit_events
+                (store_id, store_key, file_path, action_name, actor_name,
+                 chars_before, chars_after, detail_text, created_at)
+            SELECT v_sid, v_key, f.file_path, 'rename', LEFT(COALESCE(NULLIF(v_actor, ''), 'unknown'), 500), f.char_count, f.char_count,
+                   CONCAT(v_new, SUBSTRING(f.file_path, CHAR_LENGTH(p_path) + 1)), v_now
+              FROM dbm_files f WHERE f.store_id = v_sid AND IF(v_exact, f.path_hash = SHA2(p_path, 256),
+                 CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY))
+             ORDER BY CAST(f.file_path AS BINARY)
+             FOR UPDATE;
+            SET v_n = ROW_COUNT();
+            UPDATE dbm_files f
+               SET f.path_hash = SHA2(CONCAT(v_new, SUBSTRING(f.file_path, CHAR_LENGTH(p_path) + 1)), 256),
+                   f.file_path = CONCAT(v_new, SUBSTRING(f.file_path, CHAR_LENGTH(p_path) + 1)),
+                   f.version_no = f.version_no + 1, f.updated_at = v_now, f.last_accessed_at = v_now
+             WHERE f.store_id = v_sid AND IF(v_exact, f.path_hash = SHA2(p_path, 256),
+                 CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY));
+            CALL dbm_memory__store_row_update(v_sid, 0, 0, v_now);
+            SET p_result = IF(v_n > 1, CONCAT('Successfully renamed ', p_path, ' to ', v_new, ' (', dbm_memory__fmt_int(v_n), ' files)'), CONCAT('Successfully renamed ', p_path, ' to ', v_new));
+            LEAVE main;
+        ELSE
+            SELECT f.file_id, f.char_count, f.body INTO v_fid, v_old, v_body FROM dbm_files f
+             WHERE f.store_id = v_sid AND f.path_hash = SHA2(p_path, 256) FOR UPDATE;
+            IF v_fid IS NULL THEN
+                IF EXISTS (SELECT 1 FROM dbm_files f WHERE f.store_id = v_sid AND CAST(SUBSTRING(f.file_path, 1, CHAR_LENGTH(p_path) + 1) AS BINARY) = CAST(CONCAT(p_path, '/') AS BINARY)) THEN
+                    SET p_result = CONCAT('Error: ', IF(CAST(v_cmd AS BINARY) = CAST('insert' AS BINARY), CONCAT('The path ', p_path, ' is a directory, not a file: insert works on one file. View ', p_path, ' to list its files.'), CONCAT('The path ', p_path, ' is a directory, not a file: str_replace works on one file. View ', p_path, ' to list its files.')));
+            LEAVE main;
+                END IF;
+                SET p_result = CONCAT('Error: ', CONCAT('The path ', p_path, ' does not exist. Please provide a valid path: view /memories to list the existing files.'));
+            LEAVE main;
+            END IF;
+            SET v_text = COALESCE(v_body, '');
+            SET v_limit = GREATEST(v_mfc, CHAR_LENGTH(v_text));
+            IF CAST(v_cmd AS BINARY) = CAST('str_replace' AS BINARY) THEN
+                -- dbmemory.tool.edits.apply_str_replace
+                IF CHAR_LENGTH(v_old_str) = 0 THEN
+                    SET p_result = CONCAT('Error: ', CONCAT('No replacement was performed: old_str is empty. Pass the exact text to replace; it must appear exactly once in ', p_path, '. To add text without replacing any, use insert.'));
+            LEAVE main;
+                END IF;
+                SET v_hits = 0;
+                SET v_found = '';
+                SET v_prev = 0;
+                SET v_first = NULL;
+                SET v_pos = LOCATE(v_old_str, v_text);
+                WHILE v_pos > 0 AND v_hits < 101 DO
+                    SET v_hits = v_hits + 1;
+                    IF v_hits = 1 THEN
+                        SET v_first = v_pos;
+                    END IF;
+                    IF v_hits <= 100 THEN
+                        SET v_n = CHAR_LENGTH(LEFT(v_text, v_pos - 1)) - CHAR_LENGTH(REPLACE(LEFT(v_text, v_pos - 1), CHAR(10 USING utf8mb4), '')) + 1;
+                        IF v_n <> v_prev THEN
+                            SET v_found = CONCAT(v_found, IF(v_prev = 0, '', ', '), v_n);
+                            SET v_prev = v_n;
+                        END IF;
+                    END IF;
+                    SET v_pos = LOCATE(v_old_str, v_text, v_pos + 1);
+                END WHILE;
+                IF v_hits = 0 THEN
+                    IF LOCATE(CHAR(10 USING utf8mb4), v_old_str) > 0 AND LOCATE(CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4)), v_old_str) = 0
+                       AND LOCATE(REPLACE(v_old_str, CHAR(10 USING utf8mb4), CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4))), v_text) > 0 THEN
+                        SET p_result = CONCAT('Error: ', CONCAT('No replacement was performed, old_str ', dbm_memory__show_text(v_old_str), ' did not appear verbatim in ', p_path, '. The file ends its lines with \\r\\n (Windows style): write every line break in old_str as \\r\\n.'));
+            LEAVE main;
+                    END IF;
+                    SET p_result = CONCAT('Error: ', CONCAT('No replacement was performed, old_str ', dbm_memory__show_text(v_old_str), ' did not appear verbatim in ', p_path, '. View the file and copy the text exactly, including spaces, tabs and line breaks.'));
+            LEAVE main;
+                END IF;
+                IF v_hits > 1 THEN
+                    SET v_n = LEAST(v_hits, 100);
+                    SET p_result = CONCAT('Error: ', IF(v_hits > 100, CONCAT('No replacement was performed. Multiple occurrences of old_str ', dbm_memory__show_text(v_old_str), ' in lines: ', v_found, ', ... (more than ', dbm_memory__fmt_int(v_n), ' occurrences in ', p_path, '). Please ensure it is unique: include more of the surrounding text in old_str so that it matches exactly once.'), CONCAT('No replacement was performed. Multiple occurrences of old_str ', dbm_memory__show_text(v_old_str), ' in lines: ', v_found, ' (', dbm_memory__fmt_int(v_n), ' occurrences in ', p_path, '). Please ensure it is unique: include more of the surrounding text in old_str so that it matches exactly once.')));
+            LEAVE main;
+                END IF;
+                SET v_pos = v_first;
+                IF CHAR_LENGTH(v_text) - CHAR_LENGTH(v_old_str) + CHAR_LENGTH(v_new_str) > v_limit THEN
+                    SET v_n = CHAR_LENGTH(v_text) - CHAR_LENGTH(v_old_str) + CHAR_LENGTH(v_new_str);
+                    SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': it would hold ', dbm_memory__fmt_int(v_n), ' characters; the limit is ', dbm_memory__fmt_int(v_limit), ' characters per file. Write less text or split it into several files.'));
+            LEAVE main;
+                END IF;
+                SET v_new = CONCAT(LEFT(v_text, v_pos - 1), v_new_str, SUBSTRING(v_text, v_pos + CHAR_LENGTH(v_old_str)));
+                SET v_first = CHAR_LENGTH(LEFT(v_text, v_pos - 1)) - CHAR_LENGTH(REPLACE(LEFT(v_text, v_pos - 1), CHAR(10 USING utf8mb4), ''));
+                SET v_s = LEFT(v_new_str, GREATEST(CHAR_LENGTH(v_new_str) - 1, 0));
+                SET v_last = v_first + CHAR_LENGTH(v_s) - CHAR_LENGTH(REPLACE(v_s, CHAR(10 USING utf8mb4), ''));
+            ELSE
+                -- dbmemory.tool.edits.apply_insert
+                SET v_n = dbm_memory__line_count(v_text);
+                IF v_line < 0 OR v_line > v_n THEN
+                    SET p_result = CONCAT('Error: ', CASE WHEN v_n = 0 THEN CONCAT('Invalid `insert_line` parameter: ', CAST(v_line AS CHAR), '. It should be within the range [0, 0]: ', p_path, ' is empty, so insert at line 0.') WHEN v_n = 1 THEN CONCAT('Invalid `insert_line` parameter: ', CAST(v_line AS CHAR), '. It should be within the range [0, 1]: 0 inserts before the first line, 1 after the last line of ', p_path, ' (1 line).') ELSE CONCAT('Invalid `insert_line` parameter: ', CAST(v_line AS CHAR), '. It should be within the range [0, ', CAST(v_n AS CHAR), ']: 0 inserts before the first line, ', CAST(v_n AS CHAR), ' after the last line of ', p_path, ' (', dbm_memory__fmt_int(v_n), ' lines).') END);
+            LEAVE main;
+                END IF;
+                SET v_nl = CHAR(10 USING utf8mb4);
+                IF LOCATE(CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4)), v_text) > 0
+                   AND CHAR_LENGTH(v_text) - CHAR_LENGTH(REPLACE(v_text, CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4)), ''))
+                       = 2 * (CHAR_LENGTH(v_text) - CHAR_LENGTH(REPLACE(v_text, CHAR(10 USING utf8mb4), ''))) THEN
+                    SET v_nl = CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4));
+                    SET v_new_str = REPLACE(REPLACE(v_new_str, CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4)), CHAR(10 USING utf8mb4)), CHAR(10 USING utf8mb4), CONCAT(CHAR(13 USING utf8mb4), CHAR(10 USING utf8mb4)));
+                END IF;
+                IF CHAR_LENGTH(v_text) = 0 THEN
+                    SET v_new = v_new_str;
+                ELSEIF v_line = v_n AND RIGHT(v_text, 1) <> CHAR(10 USING utf8mb4) THEN
+                    SET v_new = CONCAT(v_text, v_nl, v_new_str);
+                ELSE
+                    SET v_pos = 0;
+                    SET i = 1;
+                    WHILE i <= v_line DO
+                        SET v_pos = LOCATE(CHAR(10 USING utf8mb4), v_text, v_pos + 1);
+                        SET i = i + 1;
+                    END WHILE;
+                    SET v_new = CONCAT(LEFT(v_text, v_pos),
+                        IF(RIGHT(v_new_str, 1) = CHAR(10 USING utf8mb4), v_new_str, CONCAT(v_new_str, v_nl)),
+                        SUBSTRING(v_text, v_pos + 1));
+                END IF;
+                IF CHAR_LENGTH(v_new) > v_limit THEN
+                    SET v_n = CHAR_LENGTH(v_new);
+                    SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': it would hold ', dbm_memory__fmt_int(v_n), ' characters; the limit is ', dbm_memory__fmt_int(v_limit), ' characters per file. Write less text or split it into several files.'));
+            LEAVE main;
+                END IF;
+                SET v_first = v_line;
+                SET v_last = v_line + GREATEST(dbm_memory__line_count(v_new_str), 1) - 1;
+            END IF;
+            SET p_result = dbm_memory__snippet(p_path, v_new, v_first, v_last);
+            IF CAST(v_new AS BINARY) = CAST(v_text AS BINARY) THEN
+                LEAVE main;
+            END IF;
+            IF v_msc IS NOT NULL AND CHAR_LENGTH(v_new) > v_old AND v_nchars + CHAR_LENGTH(v_new) - v_old > v_msc THEN
+                SET v_n = v_nchars + CHAR_LENGTH(v_new) - v_old;
+                SET p_result = CONCAT('Error: ', CONCAT('Cannot write ', p_path, ': the memory store would hold ', dbm_memory__fmt_int(v_n), ' characters; the limit is ', dbm_memory__fmt_int(v_msc), ' characters in all. Delete or shorten files you no longer need, then retry.'));
+            LEAVE main;
+            END IF;
+            CALL dbm_memory__check_caps(p_path, v_mfc, v_mf, v_msc, v_nfiles, v_nchars, CHAR_LENGTH(v_new), v_old);
+            UPDATE dbm_files
+               SET body = NULLIF(v_new, ''), char_count = CHAR_LENGTH(v_new), version_no = version_no + 1,
+                   updated_at = v_now, last_accessed_at = v_now
+             WHERE store_id = v_sid AND file_id = v_fid;
+            CALL dbm_memory__store_row_update(v_sid, 0, CHAR_LENGTH(v_new) - v_old, v_now);
+            IF CAST(v_cmd AS BINARY) = CAST('insert' AS BINARY) THEN
+                INSERT INTO dbm_audit_events
+            (store_id, store_key, file_path, action_name, actor_name,
+             chars_before, chars_after, detail_text, created_at)
+        VALUES (v_sid, v_key, p_path, 'insert',
+                LEFT(COALESCE(NULLIF(v_actor, ''), 'unknown'), 500),
+                v_old, CHAR_LENGTH(v_new), NULLIF(LEFT(NULL, 1000), ''), v_now);
+            ELSE
+                INSERT INTO dbm_audit_events
+            (store_id, store_key, file_path, action_name, actor_name,
+             chars_before, chars_after, detail_text, created_at)
+        VALUES (v_sid, v_key, p_path, 'str_replace',
+                LEFT(COALESCE(NULLIF(v_actor, ''), 'unknown'), 500),
+                v_old, CHAR_LENGTH(v_new), NULLIF(LEFT(NULL, 1000), ''), v_now);
+            END IF;
+            LEAVE main;
+        END IF;
+    END write_block;
+END//
 DELIMITER ;

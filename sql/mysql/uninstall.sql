@@ -12,6 +12,25 @@ DROP FUNCTION IF EXISTS dbm_expiry_days;
 
 -- The memory API of api.sql / install-api, when installed: its routines, then (when this account
 -- may drop accounts) the definer account and the roles named after this database.
+DROP PROCEDURE IF EXISTS dbm_memory_run_command;
+DROP FUNCTION IF EXISTS dbm_memory__snippet;
+DROP FUNCTION IF EXISTS dbm_memory__render_listing;
+DROP FUNCTION IF EXISTS dbm_memory__render_file;
+DROP FUNCTION IF EXISTS dbm_memory__numbered;
+DROP FUNCTION IF EXISTS dbm_memory__line_count;
+DROP FUNCTION IF EXISTS dbm_memory__json_error;
+DROP FUNCTION IF EXISTS dbm_memory__as_int;
+DROP FUNCTION IF EXISTS dbm_memory__show;
+DROP FUNCTION IF EXISTS dbm_memory__json_type;
+DROP FUNCTION IF EXISTS dbm_memory__py_json;
+DROP FUNCTION IF EXISTS dbm_memory__py_float;
+DROP FUNCTION IF EXISTS dbm_memory__tool_path;
+DROP FUNCTION IF EXISTS dbm_memory__format_size;
+DROP FUNCTION IF EXISTS dbm_memory__py_strip;
+DROP FUNCTION IF EXISTS dbm_memory__show_text;
+DROP FUNCTION IF EXISTS dbm_memory__quote_value;
+DROP FUNCTION IF EXISTS dbm_memory__py_repr;
+DROP FUNCTION IF EXISTS dbm_memory__fmt_int;
 DROP FUNCTION IF EXISTS dbm_memory_get_memory_protocol;
 DROP PROCEDURE IF EXISTS dbm_memory_expire_files;
 DROP PROCEDURE IF EXISTS dbm_memory_disable_for_agent;
