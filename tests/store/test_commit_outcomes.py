@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.commit_proxy import CommitCutProxy
 
 from dbmemory.agent import run_turn
 from dbmemory.core.clock import utcnow
+from dbmemory.db.dialect.outcome import CommitToken, commit_token, forget_audit_row, resolve_commit
 from dbmemory.db.engine import create_engine
 from dbmemory.errors import ConflictError
 from dbmemory.integrations.mcp_server import McpMemoryServer
@@ -207,3 +209,63 @@ def test_the_expiry_jobs_batch(direct: Engine, proxy: CommitCutProxy, proxied: E
     else:
         assert answer == "deleted 1", answer
     assert ("old.md" in _view(direct)) == (mode == "before")
+
+
+# -- the look-up after the server changed: a restart, a promoted standby -------------------------
+
+
+def _token_of_a_committed_create(engine: Engine, path: str) -> CommitToken:
+    """The commit token of a transaction that created ``path`` (taken as dbmemory takes it, just
+    before its COMMIT), then committed."""
+    with engine.connect() as conn:
+        with conn.begin():
+            forget_audit_row(conn)  # as dbmemory's own transactions begin (a row of an earlier one)
+            assert MemoryTool(conn, AGENT).execute(
+                {"command": "create", "path": path, "file_text": "x"}
+            ).startswith("File created")
+            token = commit_token(conn)
+    assert token is not None and token.row is not None, token
+    return token
+
+
+def _another_server(token: CommitToken) -> str:
+    """``token.server`` as a server that started an hour earlier (the same address and port:
+    the server before a restart, or the old primary of a failover)."""
+    assert token.server is not None
+    if token.kind == "audit_row":
+        host, port, start = token.server.rsplit(" ", 2)
+        return f"{host} {port} {int(start) - 3600}"
+    return token.server.replace(token.server.split()[-2], "2001-01-01", 1)
+
+
+def test_a_token_of_another_server_run_is_answered_from_its_audit_row(direct: Engine) -> None:
+    """After a restart or a failover the old session is gone and its id may name another
+    (MariaDB: a new session with the same id, alive; PostgreSQL: a transaction id the promoted
+    server gave to another transaction): the audit row the transaction wrote answers."""
+    token = _token_of_a_committed_create(direct, "/memories/r.md")
+    with direct.connect() as other:  # a live session: the id a restarted server may reuse
+        live = int(other.exec_driver_sql(
+            "SELECT pg_backend_pid()" if token.kind == "xid" else "SELECT CONNECTION_ID()"
+        ).scalar())
+        moved = replace(token, session=live, server=_another_server(token))
+        if token.kind == "xid":  # an id the promoted server never gave: pg_xact_status errs
+            moved = replace(moved, value=str(int(token.value) + 10_000_000))
+        assert resolve_commit(direct, moved, wait_s=2) == "saved"
+        gone = replace(moved, row=tuple(
+            (c, v + dt.timedelta(microseconds=1) if c == "created_at" else v) for c, v in token.row or ()
+        ))
+        assert resolve_commit(direct, gone, wait_s=2) == "not_saved"  # its row is not there
+        if token.kind == "audit_row":  # the same server run: the live session is waited for
+            assert resolve_commit(direct, replace(token, session=live), wait_s=0.5) is None
+
+
+def test_an_audit_id_given_again_is_not_taken_for_the_lost_transaction(direct: Engine) -> None:
+    """The id in the token is there, but its row is another transaction's (an id handed out
+    again after a crash): nothing was saved, not "saved"."""
+    token = _token_of_a_committed_create(direct, "/memories/i.md")
+    token = replace(token, session=2**31 - 1)  # its session is gone (in the test: still pooled)
+    other = replace(token, row=tuple(
+        (c, "someone else" if c == "actor_name" else v) for c, v in token.row or ()
+    ))
+    assert resolve_commit(direct, token, wait_s=2) == "saved"
+    assert resolve_commit(direct, other, wait_s=2) == ("not_saved" if token.kind == "audit_row" else "saved")
