@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from tests.commit_proxy import CommitCutProxy
 
+from _profile_fakes import FakeModel, body_with
 from dbmemory.agent import run_turn
 from dbmemory.core.clock import utcnow
 from dbmemory.db.dialect.outcome import CommitToken, commit_token, forget_audit_row, resolve_commit
@@ -32,6 +33,13 @@ from dbmemory.errors import ConflictError
 from dbmemory.integrations.mcp_server import McpMemoryServer
 from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
 from dbmemory.llm import Completion, ToolCall
+from dbmemory.profile import (
+    UserMemoryConfig,
+    UserMemoryPostprocessor,
+    load_user_memory,
+    read_profile,
+    write_profile,
+)
 from dbmemory.profile.prompts import purpose_of
 from dbmemory.store.agents import enable_for_agent
 from dbmemory.store.expiry import expire_files_committing
@@ -166,6 +174,29 @@ def test_the_langgraph_stores_put(direct: Engine, proxy: CommitCutProxy, proxied
     _check(answer, mode, "saved")
     item = DbMemoryStore(direct).get(("users", "u1"), "prefs")
     assert (item is not None) == (mode == "after")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_profile_consolidations_write(direct: Engine, proxy: CommitCutProxy, proxied: Engine, mode: str) -> None:
+    """The consolidation's own write transaction (given an Engine): a reply lost after the
+    server committed is the written profile; one lost before is a rollback the consolidation
+    answers like a compare-and-set conflict (it reloads and writes again). Updated once, either
+    way: version 2 after the seed's 1."""
+    with direct.begin() as conn:
+        write_profile(conn, "u1", body_with({"Identity": ["Name: Dana"]}), expected_version=0)
+    with direct.connect() as conn:
+        state = load_user_memory(conn, "u1", config=UserMemoryConfig(), model=MODEL)
+    rewrite = body_with({"Identity": ["Name: Dana"], "Skills & Expertise": ["SQL"]})
+    fake = FakeModel(rewrite=rewrite)
+    proxy.cut_next_commit(mode, after=b"INSERT INTO dbm_audit_events")  # the write's COMMIT
+    result = UserMemoryPostprocessor(proxied, UserMemoryConfig(), MODEL, "u1", state, complete=fake).run(
+        "I know SQL", "Good."
+    )
+    assert proxy.cuts == 1
+    assert (result.outcome, result.reason) == ("updated", None if mode == "after" else "after a conflict"), result
+    with direct.connect() as conn:
+        record = read_profile(conn, "u1")
+    assert record is not None and record.version == 2 and "- SQL" in record.text, record
 
 
 def test_no_answer_within_the_bound_says_may_or_may_not(direct: Engine, proxy: CommitCutProxy) -> None:
