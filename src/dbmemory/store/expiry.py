@@ -463,7 +463,7 @@ def _expire_batch(
         INSERT_EXPIRED_AUDIT,
         {"p_ids": mine_ids, "p_cutoff": cutoff, "p_action": "expire", "p_actor": "expiry", "p_now": now},
     )
-    note_audit_row(conn, inserted)  # the batch's commit token on MariaDB/MySQL
+    note_audit_row(conn, inserted, {"created_at": now, "action_name": "expire", "actor_name": "expiry"})
     audited = inserted.rowcount
     joined = one_statement_store_moves(conn)
     if joined:

@@ -18,6 +18,7 @@ from dbmemory.db.dialect.base import (
 )
 from dbmemory.db.dialect.expiry import is_autocommit
 from dbmemory.db.dialect.oracle import configure_oracle_session
+from dbmemory.db.dialect.outcome import remember_server
 from dbmemory.db.dialect.txn import set_transaction_lock_timeout, transaction_pooling_connect_args
 from dbmemory.errors import DbMemoryError
 
@@ -102,7 +103,7 @@ def configure_engine(
         )
 
         @sa.event.listens_for(engine, "connect")
-        def _on_server_connect(dbapi_conn: Any, _record: Any) -> None:
+        def _on_server_connect(dbapi_conn: Any, record: Any) -> None:
             cursor = dbapi_conn.cursor()
             try:
                 cursor.execute(setting)
@@ -110,6 +111,7 @@ def configure_engine(
                 cursor.close()
             autocommit = getattr(dbapi_conn, "autocommit", False)
             if callable(autocommit):  # PyMySQL: autocommit is a method; SET opens no transaction
+                remember_server(dbapi_conn, record.info)  # for a lost COMMIT's look-up
                 return
             if not autocommit:  # psycopg opened a transaction for the SET: keep the setting
                 dbapi_conn.commit()
