@@ -211,7 +211,7 @@ def record_episode(
     text = user + "\n" + reply
     try:
         days = retention_days if retention_days is not None else get_org_settings(conn, org).episode_retention_days
-        if check_switches and not conn.dialect.insert_returning and conn.dialect.name == "oracle":
+        if check_switches and conn.dialect.name == "oracle":
             if not episode_memory_allowed(conn, user_id, org_id=org):  # no INSERT ... SELECT id there
                 return None
             check_switches = False
