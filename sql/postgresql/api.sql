@@ -1239,7 +1239,8 @@ SELECT pg_catalog.replace($dbm$
 CREATE OR REPLACE FUNCTION dbm_memory._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
 LANGUAGE plpgsql IMMUTABLE AS $f$
 -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path);
--- a path outside printable ASCII after decoding gets the SQL API's path rule (_check_path)
+-- a path outside printable ASCII after decoding and the NFKC fold of letters gets the SQL API's
+-- path rule (_check_path)
 DECLARE
     v_text text := p_raw;
     v_decoded text;
@@ -1284,6 +1285,15 @@ BEGIN
     END IF;
     IF v_rule IS NULL THEN
         v_text := normalize(v_text, NFC);
+        -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts: every
+        -- non-ASCII character folds into ASCII letters, digits, '-' or '_' (fullwidth and
+        -- mathematical letters, ligatures); anything else non-ASCII gets the SQL path rule
+        v_decoded := normalize(v_text, NFKC);
+        IF v_decoded <> v_text AND v_decoded ~ '^[ -~]*$' AND NOT EXISTS (
+            SELECT 1 FROM regexp_split_to_table(v_text, '') AS c(ch)
+             WHERE ascii(c.ch) > 127 AND normalize(c.ch, NFKC) !~ '^[A-Za-z0-9_-]+$') THEN
+            v_text := v_decoded;
+        END IF;
         v_shown := dbm_memory._quote_value(p_raw) || CASE WHEN v_text <> p_raw
             THEN ' (decoded: ' || dbm_memory._quote_value(v_text) || ')' ELSE '' END;
         FOR i IN 1 .. length(v_text) LOOP

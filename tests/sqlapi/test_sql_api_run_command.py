@@ -173,6 +173,16 @@ COMMANDS: list[Any] = [
     {"command": "delete", "path": "/memories"},
     {"command": "delete", "path": "/memories/%2e%2e"},
     {"command": "delete"},
+    # look-alike names (issue 21): NFKC folds fullwidth and mathematical letters and ligatures
+    # into the plain key in both; other non-ASCII paths get the SQL path rule
+    {"command": "delete", "path": "/memories/many/1.md"},
+    {"command": "create", "path": "/memories/\uff50refs.md", "file_text": "fullwidth"},
+    {"command": "create", "path": "/memories/\U0001d429refs.md", "file_text": "bold"},
+    {"command": "view", "path": "/memories/\uff50\uff52\uff45\uff46\uff53.md"},
+    {"command": "str_replace", "path": "/memories/pr\U0001d41e\U0001d41fs.md",
+     "old_str": "fullwidth", "new_str": "plain"},
+    {"command": "create", "path": "/memories/pro\ufb01le.md", "file_text": "ligature"},
+    {"command": "view", "path": "/memories/profile.md"},
     {"command": "view", "path": "/memories"},
 ]
 
