@@ -28,6 +28,7 @@ reads share one snapshot per transaction) the figures agree."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,9 +158,10 @@ class _Walker:
         self.start = self.prefix  # the next row is at or after start ...
         self.after = ""  # ... and after this path
         self.buffer: list[tuple[str, int]] = []
+        self.at = 0  # the next row of the buffer
         self.exhausted = False
-        # the first batch holds every line the budget could show (paths at their shortest)
-        self.batch = min(_MAX_BATCH, budget // (len(self.prefix) + 4) + 2)
+        # the first batch: the lines the budget holds when names are short (12 characters)
+        self.batch = min(_MAX_BATCH, budget // (len(self.prefix) + 16) + 2)
         # lower bounds of the known lines' lengths, by listing position
         self.lines: list[tuple[tuple[str, ...], int]] = []
         self.length = len(directory) + 3  # the total line and its line break, at least
@@ -170,6 +172,7 @@ class _Walker:
     # -- reading -------------------------------------------------------------------------
 
     def _fetch(self) -> None:
+        """The next batch, ascending, from the first row not accounted for."""
         params = {"p_lo": max(self.start, self.after), "p_hi": self.end, "p_n": self.batch}
         if self.key is not None:
             rows = raw.all_rows(self.conn, st.SELECT_WALK_BY_KEY, {"p_key": self.key, **params})
@@ -182,19 +185,8 @@ class _Walker:
                 raise _Fallback
         self.exhausted = len(rows) < self.batch
         self.batch = min(self.batch * 4, _MAX_BATCH)
-        self.buffer = [r[:2] for r in rows if r[0] > self.after and r[0] >= self.start]
-        self.buffer.reverse()  # popped from the end
-
-    def _peek(self) -> tuple[str, int] | None:
-        while True:
-            while self.buffer:
-                path = self.buffer[-1][0]
-                if path > self.after and path >= self.start:
-                    return self.buffer[-1]
-                self.buffer.pop()
-            if self.exhausted:
-                return None
-            self._fetch()
+        self.buffer = [(r[0], r[1]) for r in rows]
+        self.at = 0
 
     def _subtree(self, prefix: str) -> tuple[int, int]:
         params = prefix_params(prefix[:-1])
@@ -211,58 +203,15 @@ class _Walker:
         """Whether a row not read yet lies under ``prefix`` (``".../x/"``): from the rows
         already fetched when they reach past it, else one index probe."""
         end = prefix[:-1] + "0"
-        for path, _size in reversed(self.buffer):
-            if path >= prefix:
-                return path < end
+        rows = self.buffer
+        k = bisect_left(rows, (prefix,), self.at)
+        if k < len(rows):
+            return rows[k][0] < end
         if self.exhausted:
             return False
         return self._capped(prefix, end, 1) > 0
 
     # -- the walk ------------------------------------------------------------------------
-
-    def _add(self, path: str, size: int, files: int = 1) -> None:
-        self.walk.rows.append((path, size))
-        if files != 1:
-            self.walk.weights[path] = files
-        self.read_files += files
-        self.read_chars += size
-
-    def _line(self, key: tuple[str, ...], chars: int) -> None:
-        self.lines.append((key, chars + 1))
-        self.length += chars + 1
-
-    def _take(self, path: str, size: int) -> None:
-        """Account for the row ``path`` (the first not read yet) and what it stands for."""
-        plen = len(self.prefix)
-        parts = path[plen:].split("/", 2)
-        first = parts[0]
-        if len(parts) == 1:
-            self._add(path, size)
-            self.after = path
-            if not self.hidden(first):
-                self._line((first,), len(path) + 2)
-            return
-        if self.hidden(first):
-            files, chars = self._subtree(self.prefix + first + "/")
-            self._add(path, chars, files)
-            self.start, self.after = self.prefix + first + "0", ""
-            return
-        if first != self.seen_dir:
-            self.seen_dir = first
-            self._line((first,), plen + len(first) + 3)
-        second = parts[1]
-        if len(parts) == 2:
-            self._add(path, size)
-            self.after = path
-            if not self.hidden(second):
-                self._line((first, second), len(path) + 2)
-            return
-        sub = self.prefix + first + "/" + second + "/"
-        files, chars = self._subtree(sub)
-        self._add(path, chars, files)
-        self.start, self.after = sub[:-1] + "0", ""
-        if not self.hidden(second):
-            self._line((first, second), len(sub) + 2)
 
     def _stop_at(self, path: str) -> tuple[str, ...]:
         """The smallest listing position a row at or after ``path`` (the first not read) can
@@ -281,14 +230,85 @@ class _Walker:
         return self.length - sum(chars for key, chars in self.lines if key >= stop)
 
     def run(self) -> Walk:
+        """Walk until the known lines pass the budget or every row is read. One pass over
+        each batch with local names (a store shows hundreds of lines: per-row cost counts)."""
+        plen, hidden, budget = len(self.prefix), self.hidden, self.budget
+        out, weights, lines = self.walk.rows, self.walk.weights, self.lines
+        check_at = budget  # the next length at which the known lines are measured
         while True:
-            row = self._peek()
-            if row is None:
-                break
-            if self.length > self.budget and self._known(self._stop_at(row[0])) > self.budget:
-                self._finish(row[0])
+            if self.at >= len(self.buffer):
+                if self.exhausted:
+                    break
+                self._fetch()
+                continue
+            rows, k = self.buffer, self.at
+            start, after, length, seen = self.start, self.after, self.length, self.seen_dir
+            files, chars = self.read_files, self.read_chars
+            stopped = False
+            while k < len(rows):
+                path, size = rows[k]
+                if path <= after or path < start:
+                    k += 1
+                    continue
+                if length > check_at:
+                    self.at, self.start, self.after, self.length = k, start, after, length
+                    if self._known(self._stop_at(path)) > budget:
+                        stopped = True
+                        break
+                    check_at = length + 256
+                cut = path.find("/", plen)
+                if cut < 0:  # a file of the first level
+                    out.append((path, size))
+                    files += 1
+                    chars += size
+                    after = path
+                    if not hidden(path[plen:]):
+                        lines.append(((path[plen:],), len(path) + 3))
+                        length += len(path) + 3
+                    k += 1
+                    continue
+                first = path[plen:cut]
+                if hidden(first):  # a hidden first-level directory: one aggregate
+                    n, c = self._subtree(path[: cut + 1])
+                    out.append((path, c))
+                    weights[path] = n
+                    files += n
+                    chars += c
+                    start, after = path[:cut] + "0", ""
+                    k = bisect_left(rows, (start,), k)
+                    continue
+                if first != seen:
+                    seen = first
+                    lines.append(((first,), cut + 3))
+                    length += cut + 3
+                cut2 = path.find("/", cut + 1)
+                second = path[cut + 1 : cut2] if cut2 >= 0 else path[cut + 1 :]
+                if cut2 < 0:  # a file of the second level
+                    out.append((path, size))
+                    files += 1
+                    chars += size
+                    after = path
+                    if not hidden(second):
+                        lines.append(((first, second), len(path) + 3))
+                        length += len(path) + 3
+                    k += 1
+                    continue
+                n, c = self._subtree(path[: cut2 + 1])  # a second-level directory
+                out.append((path, c))
+                if n != 1:
+                    weights[path] = n
+                files += n
+                chars += c
+                start, after = path[:cut2] + "0", ""
+                if not hidden(second):
+                    lines.append(((first, second), cut2 + 3))
+                    length += cut2 + 3
+                k = bisect_left(rows, (start,), k)
+            self.at, self.start, self.after, self.length, self.seen_dir = k, start, after, length, seen
+            self.read_files, self.read_chars = files, chars
+            if stopped:
+                self._finish(rows[k][0])
                 return self.walk
-            self._take(*row)
         self.walk.total_files = self.read_files
         return self.walk
 

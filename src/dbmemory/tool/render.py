@@ -260,16 +260,16 @@ def _first_unknown(lines: list[str], start: int, stop: tuple[str, ...]) -> int:
 def _files_listed(shown: list[str], rows: list[tuple[str, int]], start: int, weights: dict[str, int]) -> int:
     """Files a clipped listing accounts for: one per file line, every file under a
     second-level directory line (the listing never shows deeper); a first-level directory
-    line accounts for none itself (its lines below do)."""
-    listed = 0
-    for line in shown:
-        path = line.split("\t", 1)[1]
-        if not path.endswith("/"):
-            listed += weights.get(path, 1)
-        elif path.count("/", start) == 2:  # "a/b/": a second-level directory
+    line accounts for none itself (its lines below do). A file line is always one file's own
+    row; only directory lines are looked at one by one."""
+    dirs = [line for line in shown if line[-1] == "/"]
+    listed = len(shown) - len(dirs)
+    for line in dirs:
+        path = line[line.index("\t") + 1 :]
+        if path.count("/", start) == 2:  # "a/b/": a second-level directory
             lo = bisect_left(rows, (path,))
             hi = bisect_left(rows, (path[:-1] + "0",), lo)
-            listed += sum(weights.get(p, 1) for p, _s in rows[lo:hi])
+            listed += sum(weights.get(p, 1) for p, _s in rows[lo:hi]) if weights else hi - lo
     return listed
 
 
