@@ -168,7 +168,8 @@ def after_turn(
                assistant_message=assistant_message, now=now)
     try:
         if loaded.injected:
-            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now, settings=loaded.settings)
+            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now, settings=loaded.settings,
+                            user_id=user_id)
     except Exception:  # noqa: BLE001
         logger.warning("marking memory items used failed", exc_info=True)
         count_failure("mark_used")

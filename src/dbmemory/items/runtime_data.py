@@ -181,7 +181,7 @@ def apply_changes(
         return "user forgotten"
     same = [c.item for c in changes if c.action == "same"]
     if same:
-        mark_items_used(conn, [i.item_id for i in same], now=now)
+        mark_items_used(conn, [i.item_id for i in same], now=now, user_id=user_id)
         result.same.extend(i.item_id for i in same)
     beside: list[Change] = []
     for change in changes:

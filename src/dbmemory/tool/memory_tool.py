@@ -346,6 +346,8 @@ class MemoryTool:
                 return storage_messages.storage_timed_out(exc.message)
             if exc.code == "pool_exhausted":
                 return storage_messages.storage_pool_exhausted()
+            if exc.code == "no_majority":
+                return storage_messages.storage_no_majority()
             return storage_messages.storage_unavailable()
         if isinstance(exc, InvalidPathError):
             if exc.code == "root_refused":

@@ -221,6 +221,8 @@ def remember_server(dbapi_conn: Any, info: dict[Any, Any]) -> None:
     try:
         cursor.execute(_MYSQL_SERVER)
         row = cursor.fetchone()
+    except Exception:  # a node that answers nothing yet (Galera non-primary): not known
+        return
     finally:
         cursor.close()
     if row and row[0]:
