@@ -260,3 +260,27 @@ def test_run_command_refuses_a_missing_or_reserved_store(
                 assert getattr(info.value.orig, "sqlstate", None) == code
             else:
                 assert info.value.orig.args[0] == errno
+
+
+def test_a_clipped_listing_answers_like_the_memory_tool(
+    tool_server: str, server_engine: Engine, api: SqlApi
+) -> None:
+    """A directory whose listing passes 16,000 characters: the same lines kept and the same
+    note (entries shown, files not listed of all files, hidden ones included) as Python's."""
+    from dbmemory.store.files import put_file
+
+    paths = [f"/memories/top-{i:03d}-{'n' * 40}.md" for i in range(150)]
+    paths += [f"/memories/dir-{d}/sub-{i:02d}-{'s' * 30}/leaf.md" for d in range(4) for i in range(40)]
+    paths += [f"/memories/dir-{d}/file-{i:02d}.md" for d in range(4) for i in range(5)]
+    paths += ["/memories/.hidden/a.md", "/memories/node_modules/b.md"]
+    with server_engine.begin() as conn:
+        store_id = get_or_create_store(conn, "shared:tool_big", scope="shared", store_code="tool_big")
+        for path in paths:
+            put_file(conn, store_id, path, "x" * (len(path) % 7 + 1), enforce_caps=False)
+        tool = MemoryTool.for_store(conn, "tool_big")
+        for directory in ("/memories", "/memories/dir-0"):
+            command = {"command": "view", "path": directory}
+            expected = tool.execute(json.dumps(command))
+            if directory == "/memories":
+                assert "files not listed" in expected.splitlines()[-1]
+            assert _run_sql(conn, store_id, command) == expected
