@@ -16,11 +16,11 @@ Rules:
 * At most :data:`~dbmemory.items.model.MAX_AUTO_ITEMS` live auto items per user: adding one
   more soft-deletes the least recently used auto item (``item_evict``); manual items never give
   way. Writers that check the count lock the user's switch row first, so two extractions of
-  one user cannot both pass the limit, and count with a read that sees what the previous
-  holder committed (:func:`dbmemory.db.dialect.writes.current_read`: a locking read on
-  MySQL/MariaDB at REPEATABLE READ or SERIALIZABLE, whose plain reads answer from the
-  transaction's snapshot; PostgreSQL's snapshot levels refuse the second writer with a
-  :class:`~dbmemory.errors.ConflictError` instead, as the switch row's lock is an ``UPDATE``).
+  one user cannot both pass the limit, and the count sees what the previous holder committed
+  at every isolation level (:func:`~dbmemory.items.settings.lock_user_to_count`): at
+  PostgreSQL's and MySQL/MariaDB's REPEATABLE READ (and PostgreSQL's SERIALIZABLE) a writer
+  whose snapshot predates the previous holder's commit is refused with a
+  :class:`~dbmemory.errors.ConflictError` (code ``serialization_failure``) and writes nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.core.keys import validate_component
 from dbmemory.db.dialect.errors import translate_db_error
-from dbmemory.db.dialect.writes import current_read
 from dbmemory.db.schema import items as _it
 from dbmemory.errors import ConflictError, InvalidArgumentError, NotFoundError, StorageError
 from dbmemory.items import audit
@@ -55,7 +54,7 @@ from dbmemory.items.model import (
     user_key_of,
 )
 from dbmemory.items.retention import purge_deleted
-from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
+from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user_to_count
 from dbmemory.store.units import write_unit
 
 __all__ = [
@@ -533,10 +532,8 @@ def count_items(
 def _enforce(
     conn: Connection, org: str, key: str, limit: int, incoming: int, actor: str, now: dt.datetime
 ) -> int:
-    lock_user(conn, org, key, now)
-    # counted under the switch row's lock with a read that sees the latest committed rows
-    # (MySQL/MariaDB at REPEATABLE READ: a locking read, else the snapshot's count)
-    live_autos = (
+    lock_user_to_count(conn, org, key, now)  # the count below then sees every earlier commit
+    rows = conn.execute(
         sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
         .where(
             _it.c.org_id == org,
@@ -545,8 +542,7 @@ def _enforce(
             live_rule(now),
         )
         .order_by(sa.func.coalesce(_it.c.last_used_at, _it.c.created_at), _it.c.item_id)
-    )
-    rows = conn.execute(current_read(live_autos, conn)).all()
+    ).all()
     excess = len(rows) + incoming - limit
     if excess <= 0:
         return 0
