@@ -5,8 +5,8 @@ a batch at a time, and stops once the lines it knows for sure fill the budget.
 
 What is read: each shown file's ``(path, size)`` row; for a directory two levels down (whose
 files the listing never shows) and for a hidden name (``.*``, ``node_modules``: never shown,
-but counted in the sizes), one ``(files, characters)`` aggregate computed in the database from
-the index instead of its rows; for what lies past the last row read, the store's counters
+but counted in the sizes), its rows when the batch in hand holds them all, else one ``(files,
+characters)`` aggregate computed in the database from the index instead of its rows; for what lies past the last row read, the store's counters
 (``file_count``, ``total_chars``, for the root) or one aggregate (a subdirectory), and one more
 for the part of the directory the walk stopped in. The sizes shown are exact, as a full read
 would give them.
@@ -31,6 +31,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -51,6 +52,7 @@ REST_NAME = "\U0010ffff"
 of the first-level directory it stopped in. They count in the sizes and are never shown."""
 
 _MAX_BATCH = 2000
+_path = itemgetter(0)
 _CAPPED = 1000
 """A range of at most this many rows is summed instead of the directory the walk stopped in."""
 
@@ -178,14 +180,14 @@ class _Walker:
             rows = raw.all_rows(self.conn, st.SELECT_WALK_BY_KEY, {"p_key": self.key, **params})
             if rows:
                 self.sid, self.key = rows[0][2], None
+                rows = [(r[0], r[1]) for r in rows]
         else:
             rows = raw.all_rows(self.conn, st.SELECT_WALK, {"p_sid": self.sid, **params})
-        if len(self.end) >= PATH_KEY_CHARS or any(len(r[0]) >= PATH_KEY_CHARS for r in rows):
-            if self.key is None or rows:
-                raise _Fallback
+        if rows and (len(self.end) >= PATH_KEY_CHARS or max(map(len, map(_path, rows))) >= PATH_KEY_CHARS):
+            raise _Fallback
         self.exhausted = len(rows) < self.batch
-        self.batch = min(self.batch * 4, _MAX_BATCH)
-        self.buffer = [(r[0], r[1]) for r in rows]
+        self.batch = min(self.batch * 2, _MAX_BATCH)
+        self.buffer = rows
         self.at = 0
 
     def _subtree(self, prefix: str) -> tuple[int, int]:
@@ -194,6 +196,15 @@ class _Walker:
         row = raw.first_row(self.conn, st.SELECT_SUBTREE, params)
         assert row is not None
         return int(row[0]), int(row[1])
+
+    def _under(self, rows: list[tuple[str, int]], k: int, prefix: str) -> tuple[int, int]:
+        """``(files, characters)`` under ``prefix``, whose first row is ``rows[k]``: summed from
+        the batch when it holds them all (it reaches past them, or nothing follows), else one
+        aggregate of the index range."""
+        e = bisect_left(rows, (prefix[:-1] + "0",), k)
+        if e < len(rows) or self.exhausted:
+            return e - k, sum(map(itemgetter(1), rows[k:e]))
+        return self._subtree(prefix)
 
     def _capped(self, lo: str, hi: str, n: int) -> int:
         row = raw.first_row(self.conn, st.SELECT_RANGE_CAPPED, {"p_sid": self.sid, "p_lo": lo, "p_hi": hi, "p_n": n})
@@ -269,7 +280,7 @@ class _Walker:
                     continue
                 first = path[plen:cut]
                 if hidden(first):  # a hidden first-level directory: one aggregate
-                    n, c = self._subtree(path[: cut + 1])
+                    n, c = self._under(rows, k, path[: cut + 1])
                     out.append((path, c))
                     weights[path] = n
                     files += n
@@ -293,7 +304,7 @@ class _Walker:
                         length += len(path) + 3
                     k += 1
                     continue
-                n, c = self._subtree(path[: cut2 + 1])  # a second-level directory
+                n, c = self._under(rows, k, path[: cut2 + 1])  # a second-level directory
                 out.append((path, c))
                 if n != 1:
                     weights[path] = n

@@ -35,12 +35,12 @@ _HI = bp("p_hi", type_=sa.String())
 _MINE = files.c.store_id == bp("p_sid")
 
 SELECT_WALK = (
-    sa.select(files.c.file_path, files.c.char_count, files.c.store_id)
+    sa.select(files.c.file_path, files.c.char_count)
     .where(_MINE, _KEY >= _LO, _KEY < _HI)
     .order_by(_KEY)
     .limit(bp("p_n", type_=sa.Integer()))
 )
-"""At most ``:p_n`` files (path, size, store id) of store ``:p_sid`` with ``:p_lo <= key <
+"""At most ``:p_n`` files (path, size) of store ``:p_sid`` with ``:p_lo <= key <
 :p_hi``, in key order (an index range scan that stops at the limit)."""
 
 SELECT_WALK_BY_KEY = (
@@ -54,8 +54,8 @@ SELECT_WALK_BY_KEY = (
     .order_by(_KEY)
     .limit(bp("p_n", type_=sa.Integer()))
 )
-""":data:`SELECT_WALK` of the store ``:p_key`` (its id as a scalar subquery): a view's first
-read, one round trip, also before the store id is known."""
+""":data:`SELECT_WALK` of the store ``:p_key`` (its id as a scalar subquery), with the store id
+as a third column: a view's first read, one round trip, also before the store id is known."""
 
 SELECT_WALK_TIE = sa.select(files.c.file_path, files.c.char_count).where(
     _MINE, _KEY == bp("p_key", type_=sa.String())
