@@ -16,7 +16,11 @@ Rules:
 * At most :data:`~dbmemory.items.model.MAX_AUTO_ITEMS` live auto items per user: adding one
   more soft-deletes the least recently used auto item (``item_evict``); manual items never give
   way. Writers that check the count lock the user's switch row first, so two extractions of
-  one user cannot both pass the limit.
+  one user cannot both pass the limit, and count with a read that sees what the previous
+  holder committed (:func:`dbmemory.db.dialect.writes.current_read`: a locking read on
+  MySQL/MariaDB at REPEATABLE READ or SERIALIZABLE, whose plain reads answer from the
+  transaction's snapshot; PostgreSQL's snapshot levels refuse the second writer with a
+  :class:`~dbmemory.errors.ConflictError` instead, as the switch row's lock is an ``UPDATE``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.core.keys import validate_component
 from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.dialect.writes import current_read
 from dbmemory.db.schema import items as _it
 from dbmemory.errors import ConflictError, InvalidArgumentError, NotFoundError, StorageError
 from dbmemory.items import audit
@@ -529,7 +534,9 @@ def _enforce(
     conn: Connection, org: str, key: str, limit: int, incoming: int, actor: str, now: dt.datetime
 ) -> int:
     lock_user(conn, org, key, now)
-    rows = conn.execute(
+    # counted under the switch row's lock with a read that sees the latest committed rows
+    # (MySQL/MariaDB at REPEATABLE READ: a locking read, else the snapshot's count)
+    live_autos = (
         sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
         .where(
             _it.c.org_id == org,
@@ -538,7 +545,8 @@ def _enforce(
             live_rule(now),
         )
         .order_by(sa.func.coalesce(_it.c.last_used_at, _it.c.created_at), _it.c.item_id)
-    ).all()
+    )
+    rows = conn.execute(current_read(live_autos, conn)).all()
     excess = len(rows) + incoming - limit
     if excess <= 0:
         return 0

@@ -119,8 +119,8 @@ API_CALLS: tuple[str, ...] = (
 """The public calls, in the order the scripts define them."""
 
 TOOL_CALLS: tuple[str, ...] = ("run_command",)
-"""The MEMORY tool in SQL (a call of the user role), on the databases that have it yet
-(PostgreSQL)."""
+"""The MEMORY tool in SQL (a call of the user role): PostgreSQL and MySQL/MariaDB (run and
+compared with Python there); Oracle has none yet."""
 
 ADMIN_CALLS: tuple[str, ...] = ("enable_for_agent", "disable_for_agent", "expire_files")
 """The calls of the admin role: agent configuration, caps, dropping stores, expiry."""

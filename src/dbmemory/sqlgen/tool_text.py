@@ -17,11 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dbmemory.core.paths import ROOT
+from dbmemory.core.paths import ROOT, normalize_path
 from dbmemory.errors import InvalidPathError
 from dbmemory.store.locks import require_not_root
 
-__all__ = ["Text", "Int", "Value", "Joined", "Piece", "template", "root_refused_text", "join_pieces"]
+__all__ = [
+    "Text",
+    "Int",
+    "Value",
+    "Joined",
+    "Piece",
+    "template",
+    "root_refused_text",
+    "join_pieces",
+    "rule_of",
+    "path_rule",
+]
 
 _TEXT_MARK = "\ue000"
 _TEXT_END = "\ue001"
@@ -158,3 +169,41 @@ def join_pieces(
             expr = piece[1] if piece[2] == 0 else f"({piece[1]} + {piece[2]})"
             parts.append(number(expr, piece[3]))
     return concat(parts)
+
+
+def rule_of(raw: str) -> str:
+    """The message of :func:`dbmemory.core.paths.normalize_path`'s refusal of ``raw``."""
+    try:
+        normalize_path(raw)
+    except InvalidPathError as exc:
+        return exc.message
+    raise AssertionError(f"{raw!r} was accepted")  # pragma: no cover
+
+
+def path_rule(
+    raw: str,
+    shown_end: str,
+    literal: Callable[[str], str],
+    concat: Callable[[list[str]], str],
+    values: dict[str, str] | None = None,
+) -> str:
+    """The rule text of :func:`normalize_path`'s refusal of the sample ``raw`` as one SQL
+    expression (``literal(text)``, ``concat(parts)``): the text after ``shown_end``, with each
+    sample value of ``values`` (its text in the sample) replaced by the SQL expression it maps
+    to. Every backend renders the path rules from this one source."""
+    message = rule_of(raw)
+    rule = message[message.index(shown_end) + len(shown_end):]
+    parts: list[str] = [rule]
+    for sample, expr in (values or {}).items():
+        split: list[str] = []
+        for part in parts:
+            if part.startswith("\x00"):
+                split.append(part)
+                continue
+            pieces = part.split(sample)
+            for i, piece in enumerate(pieces):
+                if i:
+                    split.append("\x00" + expr)
+                split.append(piece)
+        parts = split
+    return concat([p[1:] if p.startswith("\x00") else literal(p) for p in parts if p != ""])

@@ -12,6 +12,7 @@ from dbmemory.sqlgen.api_common import (
     MARKER,
     RESERVED,
     SCOPE_LIST,
+    TOOL_CALLS,
     USER_CALLS,
     protocol_parts,
 )
@@ -36,6 +37,7 @@ from dbmemory.sqlgen.mysql.rules import (
     U,
     q,
 )
+from dbmemory.sqlgen.mysql.tool import TOOL
 
 __all__ = [
     "mysql_statements",
@@ -213,6 +215,7 @@ _BODIES = [
     ("PROCEDURE", f"{P}disable_for_agent", DISABLE),
     ("PROCEDURE", f"{P}expire_files", EXPIRE),
     ("FUNCTION", f"{P}get_memory_protocol", _PROTOCOL),
+    *TOOL,
 ]
 
 
@@ -271,7 +274,7 @@ def mysql_grants(role: str | None, admin_role: str | None = None) -> list[str]:
     """Create ``role`` (the user role) and ``admin_role`` when given and missing, and grant them
     EXECUTE on :data:`USER_CALLS` / :data:`ADMIN_CALLS` only."""
     out: list[str] = []
-    for name, calls in ((role, USER_CALLS), (admin_role, ADMIN_CALLS)):
+    for name, calls in ((role, (*USER_CALLS, *TOOL_CALLS)), (admin_role, ADMIN_CALLS)):
         if name is None:
             continue
         public = {f"{P}{call}" for call in calls}

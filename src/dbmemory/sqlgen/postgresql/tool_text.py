@@ -13,14 +13,12 @@ from dbmemory.core.paths import (
     MAX_PATH_CHARS,
     MAX_RAW_PATH_CHARS,
     ROOT,
-    normalize_path,
 )
-from dbmemory.errors import InvalidPathError
 from dbmemory.sqlgen.postgresql.rules import S, q
-from dbmemory.sqlgen.tool_text import join_pieces, template
+from dbmemory.sqlgen.tool_text import join_pieces, path_rule, rule_of, template
 from dbmemory.tool import messages as m
 
-__all__ = ["msg", "TEXT_HELPERS", "path_rule"]
+__all__ = ["msg", "TEXT_HELPERS"]
 
 
 def msg(function: Callable[..., str], *args: object, **kwargs: object) -> str:
@@ -33,54 +31,29 @@ def msg(function: Callable[..., str], *args: object, **kwargs: object) -> str:
     )
 
 
-def _rule_of(raw: str) -> str:
-    """The rule part of normalize_path's refusal of ``raw`` (after the shown value)."""
-    try:
-        normalize_path(raw)
-    except InvalidPathError as exc:
-        return exc.message
-    raise AssertionError(f"{raw!r} was accepted")  # pragma: no cover
+def _concat(parts: list[str]) -> str:
+    return "(" + " || ".join(parts) + ")"
 
 
-def path_rule(raw: str, shown_end: str, **values: str) -> str:
-    """The rule text of :func:`normalize_path`'s refusal of the sample ``raw``, as a PostgreSQL
-    expression: the text after ``shown_end``, with each sample value in ``values`` (its text
-    in the sample) replaced by the SQL expression it maps to."""
-    message = _rule_of(raw)
-    rule = message[message.index(shown_end) + len(shown_end):]
-    parts: list[str] = [rule]
-    for sample, expr in values.items():
-        sample_text = sample.replace("_", " ") if sample.startswith("_") else sample
-        split: list[str] = []
-        for part in parts:
-            if part.startswith("\x00"):
-                split.append(part)
-                continue
-            pieces = part.split(sample_text)
-            for i, piece in enumerate(pieces):
-                if i:
-                    split.append("\x00" + expr)
-                split.append(piece)
-        parts = split
-    sql = [p[1:] if p.startswith("\x00") else q(p) for p in parts if p != ""]
-    return "(" + " || ".join(sql) + ")"
+def _rule(raw: str, shown_end: str, **values: str) -> str:
+    return path_rule(raw, shown_end, q, _concat, values)
 
 
 _RULES = {
-    "empty": q(_rule_of("")),
-    "long_raw": path_rule("/" + "a" * MAX_RAW_PATH_CHARS, " characters) ",
+    "empty": q(rule_of("")),
+    "long_raw": _rule("/" + "a" * MAX_RAW_PATH_CHARS, " characters) ",
                           **{f"{MAX_RAW_PATH_CHARS + 1:,}": f"{S}._fmt_int(length(p_raw))"}),
-    "deep": path_rule("/memories/%" + "25" * (MAX_DECODE_ROUNDS + 1) + "41", "' "),
-    "utf8": path_rule("/memories/%ff", "' "),
+    "deep": _rule("/memories/%" + "25" * (MAX_DECODE_ROUNDS + 1) + "41", "' "),
+    "utf8": _rule("/memories/%ff", "' "),
     "empty_decoded": None,
-    "backslash": path_rule("/memories/a\\b", "' ", **{"11": "(i - 1)::text"}),
-    "control": path_rule("/memories/a\tb", "' ",
+    "backslash": _rule("/memories/a\\b", "' ", **{"11": "(i - 1)::text"}),
+    "control": _rule("/memories/a\tb", "' ",
                          **{"'\\t'": f"{S}._py_repr(v_char)", "U+0009": "v_hex", "11": "(i - 1)::text"}),
-    "outside": path_rule("/other", "' "),
-    "dotdot": path_rule("/memories/..", "' "),
-    "dot": path_rule("/memories/.", "' "),
-    "space": path_rule("/memories/ a", "' ", **{"' a'": f"{S}._quote_value(v_seg)"}),
-    "long": path_rule("/memories/" + "a" * MAX_PATH_CHARS, " characters) ",
+    "outside": _rule("/other", "' "),
+    "dotdot": _rule("/memories/..", "' "),
+    "dot": _rule("/memories/.", "' "),
+    "space": _rule("/memories/ a", "' ", **{"' a'": f"{S}._quote_value(v_seg)"}),
+    "long": _rule("/memories/" + "a" * MAX_PATH_CHARS, " characters) ",
                       **{f"{MAX_PATH_CHARS + 10:,}": f"{S}._fmt_int(length(v_text))"}),
 }
 
@@ -245,7 +218,8 @@ $f$;
 CREATE OR REPLACE FUNCTION {S}._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
 LANGUAGE plpgsql IMMUTABLE AS $f$
 -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path);
--- a path outside printable ASCII after decoding gets the SQL API's path rule (_check_path)
+-- a path outside printable ASCII after decoding and the NFKC fold of letters gets the SQL API's
+-- path rule (_check_path)
 DECLARE
     v_text text := p_raw;
     v_decoded text;
@@ -290,6 +264,15 @@ BEGIN
     END IF;
     IF v_rule IS NULL THEN
         v_text := normalize(v_text, NFC);
+        -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts: every
+        -- non-ASCII character folds into ASCII letters, digits, '-' or '_' (fullwidth and
+        -- mathematical letters, ligatures); anything else non-ASCII gets the SQL path rule
+        v_decoded := normalize(v_text, NFKC);
+        IF v_decoded <> v_text AND v_decoded ~ '^[ -~]*$' AND NOT EXISTS (
+            SELECT 1 FROM regexp_split_to_table(v_text, '') AS c(ch)
+             WHERE ascii(c.ch) > 127 AND normalize(c.ch, NFKC) !~ '^[A-Za-z0-9_-]+$') THEN
+            v_text := v_decoded;
+        END IF;
         v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
             THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
         FOR i IN 1 .. length(v_text) LOOP
