@@ -17,7 +17,10 @@ statement and the event can never be missing or left without its row:
   run that failed half-way can be run again; compiled and reviewed, never run here).
 
 The downgrade drops the trigger (and PostgreSQL's function); the writer of revision 0007 wrote
-the event itself.
+the event itself, so code older than this revision on a database at 0008 records each episode's
+event twice (upgrade the code and the schema together). MySQL/MariaDB with binary logging on
+need ``log_bin_trust_function_creators=1`` or the ``SUPER``/``BINLOG ADMIN`` privilege for the
+user that runs the migration to create a trigger.
 """
 
 from __future__ import annotations
