@@ -1,4 +1,4 @@
-"""A directory listing read only as far as its answer can show (issue 19): the MEMORY tool's
+"""A directory listing read only as far as its answer can show: the MEMORY tool's
 ``view`` of a directory shows two levels and at most a budget of characters, so it reads the
 store's rows in path order from the prefix index (:mod:`dbmemory.store.statements.listing`),
 a batch at a time, and stops once the lines it knows for sure fill the budget.

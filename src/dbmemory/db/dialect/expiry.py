@@ -164,7 +164,7 @@ def set_based_expiry(bind: Connection | Engine | Dialect) -> bool:
     their ids in ``IN`` lists (:mod:`dbmemory.store.statements.expiry_set`): SQLite, where one
     writer holds the database from ``BEGIN IMMEDIATE`` (no store-row locks to take, so the
     candidates never need to come back to Python) and SQLAlchemy's expansion of 1,000-id lists
-    into five statements cost more than the deletes (issue 19: 0.13x the floor's rows/s)."""
+    into five statements cost more than the deletes (0.13x the floor's rows/s)."""
     return backend(bind) == "sqlite"
 
 

@@ -1,7 +1,7 @@
 """The set-based expiry batch (SQLite): the batch's candidate ids go into a temporary table
 once, and every later statement of the batch (audit events, store counters, recorded reads,
 the delete) reads them from there, so no id list crosses from Python to the database and
-back (issue 19: the ``IN`` list of up to 1,000 ids, expanded by SQLAlchemy per statement,
+back (the ``IN`` list of up to 1,000 ids, expanded by SQLAlchemy per statement,
 cost more than the deletes themselves).
 
 ``EXPIRY_IDS`` is a connection-local ``TEMPORARY`` table (``CREATE TEMPORARY TABLE IF NOT

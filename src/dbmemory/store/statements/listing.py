@@ -1,5 +1,5 @@
-"""Statements of the bounded directory listing (the MEMORY tool's ``view`` of a directory,
-issue 19): an ordered, limited read of ``(path, size)`` rows from the prefix index
+"""Statements of the bounded directory listing (the MEMORY tool's ``view`` of a directory):
+an ordered, limited read of ``(path, size)`` rows from the prefix index
 ``ix_dbm_files_prefix`` (:class:`~dbmemory.db.dialect.types.PathKey`, binary order on every
 backend), the size and file count of one subtree, a capped count of a range, and the store's
 counters. Executed by :mod:`dbmemory.store.listing`.
