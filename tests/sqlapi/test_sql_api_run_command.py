@@ -195,8 +195,9 @@ def _run_sql(conn: Connection, store_id: int, command: Any, *, raw: bool = False
     text = command if raw else json.dumps(command)
     with conn.begin_nested():
         if conn.dialect.name == "postgresql":
+            kind = "text" if raw else "json"  # the text form reads what is not JSON too
             return str(conn.execute(
-                sa.text("SELECT dbm_memory.run_command(:s, CAST(:c AS json))"), {"s": store_id, "c": text},
+                sa.text(f"SELECT dbm_memory.run_command(:s, CAST(:c AS {kind}))"), {"s": store_id, "c": text},
             ).scalar())
         conn.execute(sa.text("CALL dbm_memory_run_command(:s, :c, NULL, @dbm_result)"),
                      {"s": store_id, "c": text})

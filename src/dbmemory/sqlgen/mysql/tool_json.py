@@ -26,8 +26,10 @@ BEGIN
     DECLARE v_point INT;
     DECLARE v_at INT;
     IF LEFT(v_text, 1) = '-' THEN
-        SET v_sign = '-';
         SET v_text = SUBSTRING(v_text, 2);
+    END IF;
+    IF LEFT(TRIM(p_number), 1) = '-' THEN
+        SET v_sign = '-';  -- the number's own sign: MariaDB writes -0.0 as 0
     END IF;
     SET v_at = LOCATE('e', LOWER(v_text));
     IF v_at > 0 THEN
@@ -54,7 +56,7 @@ BEGIN
     IF v_exp > 16 OR v_exp < -3 THEN
         RETURN CONCAT(v_sign, LEFT(v_digits, 1),
             IF(CHAR_LENGTH(v_digits) > 1, CONCAT('.', SUBSTRING(v_digits, 2)), ''),
-            'e', IF(v_exp - 1 < 0, '-', '+'), LPAD(ABS(v_exp - 1), 2, '0'));
+            'e', IF(v_exp - 1 < 0, '-', '+'), IF(ABS(v_exp - 1) < 10, '0', ''), ABS(v_exp - 1));
     END IF;
     IF v_exp <= 0 THEN
         RETURN CONCAT(v_sign, '0.', REPEAT('0', -v_exp), v_digits);
@@ -166,7 +168,8 @@ BEGIN
     END IF;
     IF JSON_TYPE(p_value) = 'DOUBLE' THEN
         SET v_float = CAST(TRIM(p_value) AS DOUBLE);
-        RETURN IF(v_float = FLOOR(v_float), CAST(v_float AS DECIMAL(65, 0)), NULL);
+        -- an integral float of 65 digits or more does not fit: read as no whole number
+        RETURN IF(v_float = FLOOR(v_float) AND ABS(v_float) < 1e65, CAST(v_float AS DECIMAL(65, 0)), NULL);
     END IF;
     IF JSON_TYPE(p_value) = 'STRING' THEN
         SET v_text = JSON_UNQUOTE(p_value);
