@@ -251,3 +251,10 @@ def test_run_command_refuses_a_missing_or_reserved_store(
                 assert getattr(info.value.orig, "sqlstate", None) == code
             else:
                 assert info.value.orig.args[0] == errno
+        # a fractional store id never lands on a neighbouring store (MariaDB would round 5.6 to 6)
+        with pytest.raises(sa.exc.DBAPIError) as info:
+            _run_sql(conn, 5.6, {"command": "create", "path": "/memories/x.md", "file_text": "lost"})
+        if tool_server == "mysql":
+            assert info.value.orig.args[0] == 20703 and "must be a whole number" in str(info.value.orig)
+        else:  # a bigint parameter: PostgreSQL finds no run_command(numeric, ...)
+            assert getattr(info.value.orig, "sqlstate", None) == "42883"

@@ -44,7 +44,13 @@ _NUMBERS: list[Any] = [0, 1, 2, -1, 3.0, 1.5, 1e15, 1e16, 2.5e-7, 12345678901234
 _LINES = [n for n in _NUMBERS if n != 1e300]  # line numbers: a float past 1e65 has no exact SQL integer
 _NOT_JSON = ["", "   ", "{", "[1,]", '{"command": "view", "path": "/memories"', "{'command': 'view'}",
              '{"command": "view"} trailing', "nul", '"unterminated', '{"a" 1}', '{"a":1 "b":2}',
-             '\n\n  {"a":}', '"\\q"', '"\\u12"', "[1 2]", '{"command": "view", "path": "/memories/\\x"}']
+             '\n\n  {"a":}', '"\\q"', '"\\u12"', "[1 2]", '{"command": "view", "path": "/memories/\\x"}',
+             # JSON that json.dumps never writes: numbers past the double range, exponents, -0
+             '{"command": 1e400}', '{"command": -1E+400}', '{"command": 1e-400}', '{"command": -0}',
+             '{"command": "insert", "path": "/memories/a.md", "insert_line": 1e400, "insert_text": "x"}',
+             '{"command": "insert", "path": "/memories/a.md", "insert_line": 2E0, "insert_text": "x"}',
+             '{"command": "view", "path": "/memories/a.md", "view_range": [1e0, 1.0e1]}',
+             '{"command": [1.50, 2.5e-7, 1e22, 1e16, 123456789012345678]}']
 
 
 def _path(rng: random.Random) -> Any:
@@ -143,3 +149,20 @@ def test_run_command_matches_the_memory_tool_on_random_sequences(
     assert differences == []
     assert audit_py == audit_sql
 
+
+
+def test_run_command_reads_every_odd_text_like_the_memory_tool(
+    tool_server: str, server_engine: Engine, api: SqlApi
+) -> None:
+    """Each text of the generator's list that is not JSON, or is JSON json.dumps never writes,
+    once (the random sequences draw only some of them)."""
+    with server_engine.begin() as conn:
+        ids = [get_or_create_store(conn, f"shared:{code}", scope="shared", store_code=code)
+               for code in ("odd_py", "odd_sql")]
+        tool = MemoryTool.for_store(conn, "odd_py")
+        tool.execute({"command": "create", "path": "/memories/a.md", "file_text": "one\ntwo\n"})
+        _run_sql(conn, ids[1], {"command": "create", "path": "/memories/a.md", "file_text": "one\ntwo\n"})
+        differences = [(text, tool.execute(text), _run_sql(conn, ids[1], text, raw=True))
+                       for text in _NOT_JSON]
+        assert _files(conn, ids[0]) == _files(conn, ids[1])
+    assert [d for d in differences if d[1] != d[2]] == []

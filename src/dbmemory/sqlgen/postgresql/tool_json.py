@@ -30,13 +30,22 @@ LANGUAGE plpgsql IMMUTABLE AS $f$
 -- that read back to the same double (float8out), fixed notation for a decimal exponent from -4
 -- to 15, else d.ddde+XX
 DECLARE
-    v_text text := p_number::double precision::text;
+    v_text text;
     v_sign text := '';
     v_mant text;
     v_exp integer := 0;
     v_digits text;
     v_point integer;
 BEGIN
+    BEGIN
+        v_text := p_number::double precision::text;
+    EXCEPTION WHEN numeric_value_out_of_range THEN
+        -- past the double range: Python reads inf, or 0.0 for an exponent far below it
+        v_text := CASE WHEN p_number ~ '[eE]-' THEN '0' ELSE 'Infinity' END;
+        IF left(ltrim(p_number), 1) = '-' THEN
+            v_text := '-' || v_text;
+        END IF;
+    END;
     IF v_text IN ('Infinity', '-Infinity', 'NaN') THEN
         RETURN CASE v_text WHEN 'Infinity' THEN 'inf' WHEN '-Infinity' THEN '-inf' ELSE 'nan' END;
     END IF;

@@ -174,7 +174,11 @@ BEGIN
         IF v_text ~ '^-?[0-9]+$' THEN
             RETURN v_text::numeric;
         END IF;
-        v_float := v_text::double precision;
+        BEGIN
+            v_float := v_text::double precision;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            RETURN CASE WHEN v_text ~ '[eE]-' THEN 0 END;  -- inf is no whole number, a tiny one is 0
+        END;
         RETURN CASE WHEN v_float = trunc(v_float) THEN trunc(v_float::numeric) END;
     END IF;
     IF json_typeof(p_value) = 'string' THEN
