@@ -171,7 +171,7 @@ BEGIN
     WHILE i <= v_len DO
         SET v_code = ORD(CONVERT(SUBSTRING(p_path, i, 1) USING utf32));
         IF v_code < 32 OR v_code > 126 THEN
-            CALL dbm_memory__fail('invalid_path', CONCAT('path ', v_shown, ' has U+', LPAD(HEX(v_code), 4, '0'),
+            CALL dbm_memory__fail('invalid_path', CONCAT('path ', v_shown, ' has U+', IF(v_code < 4096, LPAD(HEX(v_code), 4, '0'), HEX(v_code)),
                 ' at position ', i - 1, ': ', 'the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000 printable ASCII characters (U+0020..U+007E) without ''\\'' and ''%'', whose segments are not empty, not ''.'' or ''..'', and neither start nor end with a space'));
         END IF;
         IF v_code = 92 THEN

@@ -190,7 +190,7 @@ BEGIN
         IF v_code < 32 OR v_code > 126 THEN
             PERFORM dbm_memory._fail('invalid_path', format(
                 'path %s has U+%s at position %s: %s; write it through the Python API, or use ASCII names',
-                v_shown, upper(lpad(to_hex(v_code), 4, '0')), i - 1, 'the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000 printable ASCII characters (U+0020..U+007E) without ''\'' and ''%'', whose segments are not empty, not ''.'' or ''..'', and neither start nor end with a space'));
+                v_shown, upper(CASE WHEN v_code < 4096 THEN lpad(to_hex(v_code), 4, '0') ELSE to_hex(v_code) END), i - 1, 'the SQL API accepts /memories and paths /memories/<segment>/... of at most 1000 printable ASCII characters (U+0020..U+007E) without ''\'' and ''%'', whose segments are not empty, not ''.'' or ''..'', and neither start nor end with a space'));
         END IF;
         IF v_code = 92 THEN
             PERFORM dbm_memory._fail('invalid_path', format(

@@ -12,6 +12,7 @@ that replacements succeed as often as they fail."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -26,7 +27,8 @@ from dbmemory.tool.memory_tool import MemoryTool
 from dbmemory.tool.messages import ERROR_MARKER
 from sql_api_client import SqlApi
 
-SEEDS = (1, 2, 3)
+SEEDS = tuple(range(1, 1 + int(os.environ.get("DBMEMORY_TEST_RUN_COMMAND_SEEDS", "3"))))
+"""Seeds 1..3; ``DBMEMORY_TEST_RUN_COMMAND_SEEDS=N`` runs 1..N."""
 COMMANDS_PER_SEED = 150
 CAPS = {"max_file_chars": 4_000, "max_files": 9, "max_store_chars": 12_000}
 
