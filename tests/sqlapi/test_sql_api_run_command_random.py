@@ -52,7 +52,10 @@ _NOT_JSON = ["", "   ", "{", "[1,]", '{"command": "view", "path": "/memories"', 
              '{"command": "insert", "path": "/memories/a.md", "insert_line": 1e400, "insert_text": "x"}',
              '{"command": "insert", "path": "/memories/a.md", "insert_line": 2E0, "insert_text": "x"}',
              '{"command": "view", "path": "/memories/a.md", "view_range": [1e0, 1.0e1]}',
-             '{"command": [1.50, 2.5e-7, 1e22, 1e16, 123456789012345678]}']
+             '{"command": [1.50, 2.5e-7, 1e22, 1e16, 123456789012345678]}',
+             # json's scan of a text with characters past U+FFFF (MariaDB: a backslash sends it there)
+             '{"command": "create", "path": "/memories/back\\\\slash", "file_text": "emoji \U0001f600"}',
+             '{"command": "view", "path": "/memories/\U0001f600\\q"}']
 
 
 def _path(rng: random.Random) -> Any:

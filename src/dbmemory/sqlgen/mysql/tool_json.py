@@ -204,7 +204,7 @@ BEGIN
     DECLARE n BIGINT DEFAULT CHAR_LENGTH(p_text);
     DECLARE i BIGINT DEFAULT 1;
     DECLARE j BIGINT;
-    DECLARE v_code INT;
+    DECLARE v_code BIGINT;  -- ORD of a 4-byte character is past INT
     DECLARE v_stack VARCHAR(10000) DEFAULT '';
     DECLARE v_state VARCHAR(5) DEFAULT 'value';
     DECLARE v_msg VARCHAR(100);
