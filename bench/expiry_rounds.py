@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("backend", choices=("sqlite", "postgresql", "mysql"))
     p.add_argument("--rows", type=int, default=5000, help="files expired per side and round")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--table-files", type=int, default=0,
+                   help="load extra untouched stores so dbm_files holds at least this many files "
+                        "(issue 19: 100,000 of 500,000 is --rows 50000 --rounds 1 --table-files 500000)")
     p.add_argument("--postgres-url", default=os.environ.get("DBMEMORY_BENCH_POSTGRES_URL",
                    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
     p.add_argument("--mysql-url", default=os.environ.get("DBMEMORY_BENCH_MYSQL_URL",
@@ -53,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     floor = Floor(args.backend, url)
     try:
         n_stores = max(1, args.rows // len(scale.SCALE_FILES))
-        scale.bulk_load(floor, 0, 2 * n_stores * args.rounds)
+        loaded = 2 * n_stores * args.rounds
+        extra = max(0, args.table_files // len(scale.SCALE_FILES) - loaded)
+        scale.bulk_load(floor, 0, loaded + extra)
         seconds = {"lib": 0.0, "floor": 0.0}
         rows = {"lib": 0, "floor": 0}
         for r in range(args.rounds):
@@ -69,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             seconds["floor"] += time.perf_counter() - t0
         lib, flo = rows["lib"] / seconds["lib"], rows["floor"] / seconds["floor"]
         load = "/".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"{args.backend}: lib {lib:,.0f} rows/s, floor {flo:,.0f} rows/s, lib/floor "
+        print(f"table {(loaded + extra) * len(scale.SCALE_FILES):,} files; "
+              f"{args.backend}: lib {lib:,.0f} rows/s, floor {flo:,.0f} rows/s, lib/floor "
               f"{lib / flo:.2f} ({rows['lib']:,} and {rows['floor']:,} files, load {load})")
     finally:
         floor.close()

@@ -517,6 +517,7 @@ SLOW_MODULES = frozenset(
         "test_write_races_random.py",
         "test_items_extract_race.py",
         "test_items_forget_race.py",
+        "test_items_auto_cap_isolation.py",
         "test_langgraph_differential.py",
         "test_anthropic_dropin.py",
         "test_scaling.py",

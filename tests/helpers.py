@@ -133,6 +133,11 @@ class StatementLog:
         """Statements of the given verbs that name ``table``."""
         return [s for s in self.of_kind(*verbs) if table in s]
 
+    def deleting(self, table: str) -> list[str]:
+        """``DELETE`` statements whose target is ``table`` (not those that only read it in a
+        subquery, as the set-based expiry's pruning of its candidates does)."""
+        return [s for s in self.of_kind("DELETE") if s.split(None, 3)[2].strip('"`') == table]
+
 
 def counts(conn: Connection) -> tuple[int, int, int]:
     """``(stores, files, audit events)`` as ``conn`` sees them."""

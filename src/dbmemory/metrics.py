@@ -58,6 +58,7 @@ ERROR_CODES = (
     "storage_error",
     "connect_failed",
     "pool_exhausted",
+    "no_majority",
     "statement_timeout",
     "outcome_unknown",
     "read_only",

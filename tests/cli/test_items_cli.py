@@ -135,7 +135,8 @@ def test_users_export_then_forget(url: str, tmp_path: Path) -> None:
     assert json.loads(ok(run(url, "users", "export", "u-1")).stdout)["user_id"] == "u-1"
     assert "add --yes" in error(run(url, "users", "forget", "u-1"), 2)
     assert ok(run(url, "users", "forget", "u-1", "--yes")).stdout == (
-        "Forgot u-1: 1 items, 0 stores, 0 switches deleted\n"
+        "Forgot u-1: 1 item, 0 stores, 0 switches, 0 episodes deleted; 0 audit events redacted "
+        "(file names cleared)\n"
     )
     assert listing(url, "u-1", "--deleted") == []
     events = json.loads(ok(run(url, "audit", "--user", "u-1", "--json")).stdout)

@@ -262,8 +262,8 @@ def test_cyrillic_look_alike_of_memories_is_another_root_and_refused() -> None:
     assert "must be /memories or start with /memories/" in refused("/m\u0435mories/a.md")
 
 
-def test_fullwidth_letters_in_root_are_refused() -> None:
-    assert "must be /memories or start with /memories/" in refused("/\uff4demories/a.md")
+def test_fullwidth_letters_in_root_fold_into_the_root() -> None:
+    assert normalize_path("/\uff4demories/a.md") == "/memories/a.md"  # NFKC (issue 21)
 
 
 @pytest.mark.parametrize("char", ["\u200b", "\u200d", "\u202e", "\ufeff", "\u00ad", "\u2060"])
@@ -385,6 +385,7 @@ def test_invalid_path_error_is_an_invalid_argument_and_value_error() -> None:
 
 _ALPHABET = st.sampled_from(
     list("ab.-_ /%25e2fcAB") + ["%2e", "%2f", "%5c", "..", "\\", "\x00", "\u200b", "\uff0f", "e\u0301", "é", "\n", "\u2028"]
+    + ["\uff50", "\u0440", "\u0435", "\ufb01", "\U0001d429", "\u2024", "\u0307", "\u2100", "\uff05", "\u0430"]
 )
 
 
@@ -399,7 +400,7 @@ def test_every_accepted_path_is_canonical_and_inside_memories(tail: str) -> None
     assert is_within(key, ROOT)
     assert normalize_path(key) == key
     assert "//" not in key and not key.endswith("/")
-    assert unicodedata.normalize("NFC", key) == key
+    assert unicodedata.normalize("NFKC", key) == key
     segments = key.split("/")[2:]
     assert "." not in segments and ".." not in segments
     assert not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in key)

@@ -178,22 +178,28 @@ def _reference_listing(directory: str, entries: list[tuple[str, int]], max_chars
             name = parts[depth - 1]
             if name.startswith(".") or name in EXCLUDED_NAMES:
                 break
-            row = rows.setdefault(parts[:depth], [0, int(depth < len(parts))])
+            row = rows.setdefault(parts[:depth], [0, int(depth < len(parts)), 0])
             row[0] += size
+            if depth == 2 or len(parts) == 1:  # the line that accounts for this file
+                row[2] += 1
     lines = [messages.view_directory_header(directory), f"{format_size(total)}\t{directory}"]
+    listed = [0, 0]
     for key in sorted(rows):
-        size, is_directory = rows[key]
+        size, is_directory, files = rows[key]
         lines.append(f"{format_size(size)}\t{prefix}{'/'.join(key)}{'/' if is_directory else ''}")
+        listed.append(files)
     text = "\n".join(lines)
     if max_chars is None or len(text) <= max_chars:
         return text
-    note = messages.listing_clipped(max_chars, len(rows), len(rows))
+    n = len(entries)
+    note = messages.listing_clipped(max_chars, min(2 * n, max_chars), n, n)
     budget = max_chars - len(note) - 1
     kept, used = 2, len(lines[0]) + 1 + len(lines[1])
     while kept < len(lines) and used + 1 + len(lines[kept]) <= budget:
         used += 1 + len(lines[kept])
         kept += 1
-    return "\n".join(lines[:kept]) + "\n" + messages.listing_clipped(max_chars, kept - 2, len(rows))
+    left = n - sum(listed[:kept])
+    return "\n".join(lines[:kept]) + "\n" + messages.listing_clipped(max_chars, kept - 2, left, n)
 
 
 def test_the_one_pass_listing_renders_what_the_listing_rendered_before() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -32,9 +33,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from dbmemory import enable_for_agent
+from dbmemory.db.engine import connect
 from dbmemory.db.schema import audit_events, files, stores
+from dbmemory.errors import StorageError
+from dbmemory.integrations.mcp_server import McpMemoryServer
 from dbmemory.store.expiry import expire_files_committing
 from dbmemory.tool import MemoryTool
+from dbmemory.tool.storage_messages import storage_no_majority
 
 pytestmark = pytest.mark.galera
 
@@ -443,3 +448,85 @@ def test_expiry_batches_that_lose_a_certification_conflict_retry_smaller_and_fin
             sa.select(audit_events.c.file_path).where(audit_events.c.action_name == "expire")
         ).scalars().all()
     assert sorted(gone) == sorted(f"/memories/old{i}.md" for i in range(12)), gone
+
+
+# -- a node cut off from the majority --------------------------------------------------------------
+
+
+def _node_admin(engine: Engine, sql: str) -> list[Any]:
+    """``sql`` on ``engine``'s node on a plain driver connection (no pool, no SQLAlchemy
+    transaction: a non-primary node refuses even a ROLLBACK)."""
+    import pymysql  # the MariaDB driver of these tests
+
+    url = engine.url
+    conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username or "root",
+                           password=url.password or "", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _wsrep(engine: Engine) -> dict[str, str]:
+    return dict(_node_admin(engine, "SHOW STATUS WHERE Variable_name IN "
+                            "('wsrep_cluster_status', 'wsrep_cluster_size', 'wsrep_local_state_comment')"))
+
+
+def _wait_for(engine: Engine, wanted: dict[str, str], timeout_s: float) -> float:
+    started = time.monotonic()
+    while True:
+        state = _wsrep(engine)
+        if all(state.get(k) == v for k, v in wanted.items()):
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout_s, (wanted, state)
+        time.sleep(0.2)
+
+
+NON_PRIMARY_BOUND_S = 60.0
+"""Node 3 isolated (``gmcast.isolate=1``) -> its component is non-primary: 10.5-11.5 s
+measured (Galera's ``evs.suspect_timeout`` 5 s and ``evs.inactive_timeout`` 15 s defaults)."""
+
+
+def test_a_node_cut_off_from_the_majority_refuses_writes_with_a_clear_text(
+    galera_engines: list[Engine],
+) -> None:
+    """Node 3 loses the other two (group communication isolated: ``gmcast.isolate=1``), so it
+    is a non-primary component of one node out of three, while nodes 1 and 2 keep the majority.
+    On node 3 the MEMORY tool answers that the node is cut off from its cluster's majority and
+    nothing was changed (the server's error 1047, never its text), the MCP server says the same
+    as a tool error, a new connection (``dbmemory.db.engine.connect``) raises ``StorageError``
+    code ``no_majority``; the
+    majority goes on writing; once node 3 rejoins it has the majority's file and not its own."""
+    first, second, third = galera_engines
+    _seed(first, "NP", {"/memories/seed.md": "s"})
+    held = third.connect().execution_options(isolation_level="AUTOCOMMIT")
+    tool = MemoryTool(held, "NP")  # made while node 3 had the majority
+    assert not tool.execute({"command": "view", "path": "/memories"}).startswith(ERROR)
+    _node_admin(third, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'")
+    try:
+        _wait_for(third, {"wsrep_cluster_status": "non-Primary"}, NON_PRIMARY_BOUND_S)
+        answer = tool.execute({"command": "create", "path": "/memories/minority.md", "file_text": "m"})
+        assert answer == ERROR + storage_no_majority(), answer
+        mcp = McpMemoryServer(third, "NP").call_memory(
+            {"command": "create", "path": "/memories/minority.md", "file_text": "m"}
+        )
+        assert mcp.startswith(ERROR) and "cut off from the majority" in mcp, mcp
+        with pytest.raises(StorageError) as raised:  # a new connection: its set-up is refused
+            connect(third, "opening the memory store").close()
+        assert raised.value.code == "no_majority", raised.value
+        assert "1047" not in raised.value.message and "WSREP" not in raised.value.message
+        with second.begin() as c:  # the majority is writable
+            majority = MemoryTool(c, "NP").execute(
+                {"command": "create", "path": "/memories/majority.md", "file_text": "M"}
+            )
+        assert majority.startswith("File created"), majority
+    finally:
+        held.invalidate()
+        held.close()
+        _node_admin(third, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'")
+        _wait_for(third, {"wsrep_cluster_status": "Primary", "wsrep_cluster_size": "3",
+                          "wsrep_local_state_comment": "Synced"}, 120)
+    for engine in galera_engines:
+        assert set(_committed(engine, "agent:NP")) == {"/memories/seed.md", "/memories/majority.md"}

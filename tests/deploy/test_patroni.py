@@ -17,7 +17,9 @@ the committed state:
   there, exactly once; a writer that does what the answers say (retry after "nothing was
   changed"; after "may or may not have been saved", view and retry only if it is absent)
   duplicates nothing; the store counters equal the aggregates over the files; each saved
-  change has one audit row; every failed answer is one of the retry texts or "may or may not
+  change has one audit row; every item added once with one ``item_add`` event; the profile
+  holds every skill a consolidation said it wrote, once, its version and audit rows equal to
+  the skills; every failed answer is one of the retry texts or "may or may not
   have been saved" (counted and reported). The time from the kill to the first write saved on
   the new primary stays under a bound measured here (docs/patroni.md);
 * a planned switchover under the same load, with the same checks;
@@ -56,6 +58,15 @@ from sqlalchemy.pool import NullPool
 
 import dbmemory
 from backends import clean_tables, deploy_urls
+from dbmemory.items.store import add_item, list_items
+from dbmemory.llm import Completion
+from dbmemory.profile import (
+    UserMemoryConfig,
+    UserMemoryPostprocessor,
+    load_user_memory,
+    parse_profile,
+)
+from dbmemory.profile.prompts import purpose_of
 
 pytestmark = pytest.mark.patroni
 
@@ -67,6 +78,12 @@ INSERTS_PER_FILE = 3
 PACE_S = 0.01
 """Each writer's pause after a saved change: load, not a busy loop on a 2-core machine
 (about 60 saved changes a second for the four writers)."""
+ITEM_USER = "i0"
+"""The user whose memory items the item writer adds."""
+PROFILE_USER = "p0"
+"""The user whose profile the consolidation writer rewrites."""
+PROFILE_CONFIG = UserMemoryConfig()
+MODEL = "gpt-4o-mini"
 SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "patroni"
 MAY_BE_SAVED = "may or may not have been saved"
 ASKED_NOT_SAVED = "asked the database on a new connection and nothing was saved"
@@ -273,6 +290,8 @@ class Load:
     engine: Engine
     answers: list[Answer] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
+    item_outcomes: list[Outcome] = field(default_factory=list)
+    skill_outcomes: list[Outcome] = field(default_factory=list)
     problems: list[BaseException] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -283,6 +302,111 @@ class Load:
             t = threading.Thread(target=self._writer, args=(i,), daemon=True, name=f"writer-{i}")
             t.start()
             self.threads.append(t)
+        for i, target in ((WRITERS, self._item_writer), (WRITERS + 1, self._profile_writer)):
+            t = threading.Thread(target=target, args=(i,), daemon=True, name=f"writer-{i}")
+            t.start()
+            self.threads.append(t)
+
+    def _item_writer(self, i: int) -> None:
+        """Adds item ``fact <k>`` of user ITEM_USER in a transaction of its own, as an
+        application that owns the commit: after a failure it lists the items (until the list
+        answers) and adds again only when the fact is absent."""
+        try:
+            k = 0
+            while not self.stop.is_set():
+                text = f"fact {k}"
+                result = self._attempt(i, f"item {text}", lambda text=text: self._add_item(text),
+                                       lambda text=text: text in self._items())
+                self.item_outcomes.append(Outcome("item", text, result))
+                if result == "gave up":
+                    return
+                k += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.problems.append(exc)
+
+    def _add_item(self, text: str) -> str:
+        with self.engine.begin() as c:
+            add_item(c, ITEM_USER, text)
+        return "saved"
+
+    def _items(self) -> list[str]:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with self.engine.connect() as c:
+                    return [item.text for item in list_items(c, ITEM_USER)]
+            except (sa.exc.DBAPIError, dbmemory.DbMemoryError):
+                assert time.monotonic() < deadline, "the items could not be listed for 90 s"
+                time.sleep(0.05)
+
+    def _profile_writer(self, i: int) -> None:
+        """Runs consolidations of user PROFILE_USER's profile, each adding skill ``skill <k>``
+        (the fake model rewrites the profile it is shown with the skill added, or answers NOOP
+        when the skill is there): retried until one says "updated" or the skill is found."""
+        try:
+            k = 0
+            while not self.stop.is_set():
+                skill = f"skill {k}"
+                result = self._attempt(i, f"consolidate {skill}", lambda skill=skill: self._consolidate(skill),
+                                       lambda skill=skill: skill in _skills(self._profile()))
+                self.skill_outcomes.append(Outcome("skill", skill, result))
+                if result == "gave up":
+                    return
+                k += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.problems.append(exc)
+
+    def _consolidate(self, skill: str) -> str:
+        with self.engine.connect() as c:
+            state = load_user_memory(c, PROFILE_USER, config=PROFILE_CONFIG, model=MODEL)
+            c.rollback()
+        shown = _skills(state.text if state is not None else None)
+
+        def complete(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+            if purpose_of(messages) == "gate":
+                return Completion("UPDATE", "stop")
+            if purpose_of(messages) == "scrub":
+                return Completion("CLEAN", "stop")
+            if skill in shown:
+                return Completion("NOOP", "stop")
+            return Completion(_profile_body([*shown, skill]), "stop")
+
+        result = UserMemoryPostprocessor(
+            self.engine, PROFILE_CONFIG, MODEL, PROFILE_USER, state, complete=complete
+        ).run("I learned " + skill, "Good.")
+        if result.outcome in ("updated", "noop") and skill in _skills(result.text):
+            return "saved"
+        return f"{RAISED}consolidation {result.outcome}: {result.reason}"
+
+    def _profile(self) -> str | None:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with self.engine.connect() as c:
+                    state = load_user_memory(c, PROFILE_USER, config=PROFILE_CONFIG, model=MODEL)
+                return state.text if state is not None else None
+            except (sa.exc.DBAPIError, dbmemory.DbMemoryError):
+                assert time.monotonic() < deadline, "the profile could not be loaded for 90 s"
+                time.sleep(0.05)
+
+    def _attempt(self, i: int, what: str, write: Callable[[], str], present: Callable[[], bool]) -> str:
+        """``write()`` until it says saved; after any failure, ``present()`` decides whether
+        it was saved after all (counted: ``found``) or is tried again."""
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            try:
+                text = write()
+            except (sa.exc.DBAPIError, dbmemory.DbMemoryError) as exc:
+                text = _raised(exc)
+            self._record(Answer(i, what, started, time.monotonic(), text, None))
+            if _saved(text):
+                time.sleep(PACE_S)
+                return "saved"
+            if present():
+                return "found"
+            time.sleep(0.05)
+        return "gave up"
 
     def finish(self) -> None:
         self.stop.set()
@@ -379,6 +503,25 @@ class Load:
         raise AssertionError(f"writer {i}: {path} could not be viewed for 90 s: {text}")
 
 
+def _skills(profile: str | None) -> list[str]:
+    """The bullets of the profile's "Skills & Expertise" section, in order."""
+    if not profile:
+        return []
+    lines = parse_profile(profile).sections.get("Skills & Expertise", "").splitlines()
+    return [line[2:] for line in lines if line.startswith("- ")]
+
+
+def _profile_body(skills: list[str]) -> str:
+    sections = ["# User Memory", ""]
+    for name in ("Identity", "Communication Preferences", "Work Context", "Skills & Expertise",
+                 "Follow-ups", "Recent Topics"):
+        sections.append(f"## {name}")
+        bullets = skills if name == "Skills & Expertise" else []
+        sections.extend([f"- {b}" for b in bullets] or ["_(empty)_"])
+        sections.append("")
+    return "\n".join(sections)
+
+
 def _saved(text: str) -> bool:
     return not text.startswith(("Error: ", RAISED))
 
@@ -386,6 +529,8 @@ def _saved(text: str) -> bool:
 def _kind(answer: Answer) -> str:
     """An answer's kind, for the counts of the report."""
     text = answer.text
+    if answer.what.startswith(("item ", "consolidate ")):
+        return _kind_of_item_or_profile(answer)
     if _saved(text):
         return "saved" if not answer.what.startswith("view") else "view"
     if text == UNREACHABLE:
@@ -405,6 +550,29 @@ def _kind(answer: Answer) -> str:
     if "does not exist" in text and answer.what.startswith("view"):
         return "view: not there"
     return "other: " + re.sub(r"/memories/\S+?(?=[\s;:,]|$)", "<path>", text)
+
+
+def _kind_of_item_or_profile(answer: Answer) -> str:
+    """The item writer's failures are the driver's (it owns the commit), as are the
+    consolidation writer's own profile loads; a consolidation's are its outcome and reason."""
+    who = "item" if answer.what.startswith("item ") else "consolidation"
+    text = answer.text.removeprefix(RAISED)
+    if not text.startswith("consolidation "):
+        return f"{who}: raised {text.split(':', 1)[0]}"
+    if MAY_BE_SAVED in text:
+        return "consolidation: may or may not have been saved"
+    if ASKED_NOT_SAVED in text:
+        return "consolidation: commit lost; looked up: nothing was saved; retry"
+    for words in ("nothing was changed", "could not be reached", "nothing accepts connections",
+                  "read-only", "retry"):
+        if words in text:
+            return f"consolidation: {text.split(':', 1)[0].removeprefix('consolidation ')}: {words.strip()}"
+    return "other: " + text[:200]
+
+
+def _allowed(kind: str) -> bool:
+    """A clear retry, a resolved outcome, or (item writer, its own loads) the driver's error."""
+    return kind in ALLOWED_FAILURES or kind.startswith(("item: raised ", "consolidation: "))
 
 
 ALLOWED_FAILURES = {
@@ -500,6 +668,45 @@ def _check_nothing_lost_or_doubled(load: Load) -> dict[str, int]:
     }
 
 
+def _check_items_and_profile(load: Load) -> dict[str, int]:
+    """The item writer's and the consolidation writer's changes: each once, none lost, their
+    audit events and the profile store's counters exact."""
+    for kind, outcomes in (("items", load.item_outcomes), ("skills", load.skill_outcomes)):
+        results = Counter(o.result for o in outcomes)
+        assert results["gave up"] == 0, (kind, outcomes)
+        assert results["saved"] + results["found"] >= 1, (kind, "nothing saved")
+    with load.engine.connect() as c:
+        items = list_items(c, ITEM_USER)
+        added = Counter(dict(c.execute(sa.text(
+            "SELECT item_id, count(*) FROM dbm_audit_events WHERE action_name = 'item_add' "
+            "GROUP BY item_id"
+        )).all()))
+        state = load_user_memory(c, PROFILE_USER, config=PROFILE_CONFIG, model=MODEL)
+        assert state is not None
+        profile = c.execute(sa.text(
+            "SELECT f.version_no, s.file_count, s.total_chars, f.char_count, "
+            "(SELECT count(*) FROM dbm_audit_events a WHERE a.store_id = s.store_id) "
+            "FROM dbm_stores s JOIN dbm_files f ON f.store_id = s.store_id WHERE s.store_id = :s"
+        ), {"s": state.store_id}).one()
+    texts = Counter(item.text for item in items)
+    assert not {t: n for t, n in texts.items() if n > 1}, texts
+    assert all(texts[o.key] == 1 for o in load.item_outcomes), (texts, load.item_outcomes)
+    assert set(texts) <= {o.key for o in load.item_outcomes}, texts
+    assert {item.item_id: 1 for item in items} == dict(added), (items, added)
+    skills = _skills(state.text)
+    assert len(skills) == len(set(skills)), skills
+    assert skills == [o.key for o in load.skill_outcomes], (skills, load.skill_outcomes)
+    version, file_count, total_chars, chars, audited = profile
+    assert version == len(skills) == audited, (version, skills, audited)
+    assert (file_count, total_chars) == (1, chars), profile
+    return {
+        "items": len(items),
+        **{f"item {k}": v for k, v in Counter(o.result for o in load.item_outcomes).items()},
+        "skills": len(skills),
+        **{f"skill {k}": v for k, v in Counter(o.result for o in load.skill_outcomes).items()},
+    }
+
+
 def _stuck(load: Load, engine: Engine) -> str:
     """What the writers last got, and the sessions on the primary (a failure's message)."""
     last = [
@@ -585,8 +792,9 @@ def _run_disruption(
             "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'"
         )).scalar() == 1
     counts = _check_nothing_lost_or_doubled(load)
+    counts.update(_check_items_and_profile(load))
     during = Counter(_kind(a) for a in load.answers if not _saved(a.text))
-    others = {k: n for k, n in during.items() if k not in ALLOWED_FAILURES}
+    others = {k: n for k, n in during.items() if not _allowed(k)}
     assert not others, others
     unknown = [o for o in load.outcomes if o.result == "found"]
     on_old = load.saved_after(moment, ports[old_leader])

@@ -211,3 +211,72 @@ def test_every_per_store_table_is_keyed_by_its_store_first() -> None:
 _GLOBAL_KEY = "uq_dbm_stores_key"
 """The one unique key not led by the store: a store key names one store across all shards,
 which a distributed table cannot enforce (docs/scaling.md: a lookup table or vindex)."""
+
+
+PER_USER_TABLES = ("dbm_items", "dbm_episodes")
+"""The per-user tables whose shard key is the user (``user_key``, with ``org_id``):
+docs/scaling.md."""
+
+
+def _names_its_user(statement: str) -> bool:
+    """An INSERT carries ``user_key``; any other statement filters by it (after WHERE)."""
+    text = " ".join(statement.lower().split())
+    if text.startswith("insert"):
+        return "user_key" in text.split(" values", 1)[0] or "user_key" in text.split(" select ", 1)[-1]
+    return " where " in text and "user_key" in text.split(" where ", 1)[1]
+
+
+def test_every_hot_item_and_episode_statement_names_its_user(engine: Any) -> None:
+    """What a turn and the item API run on one user's items and episodes (add, edit, delete,
+    restore, clear, eviction at the auto-item limit, listing, counting, use marks, episodes
+    kept, listed and searched): every statement on :data:`PER_USER_TABLES` names the user, so
+    with the items and episodes distributed by ``user_key`` each is a router query on Citus
+    and single-shard on Vitess and Oracle Sharding. Cross-user statements (retention and
+    episode expiry, the organisation's retention reschedule, forget and export) are not run
+    here: they are batch and admin work."""
+    from dbmemory.items.episode_search import search_episodes
+    from dbmemory.items.episodes import list_episodes, record_episode
+    from dbmemory.items.store import (
+        add_item,
+        clear_items,
+        count_items,
+        delete_item,
+        edit_item,
+        enforce_auto_item_limit,
+        get_item,
+        list_items,
+        restore_item,
+    )
+    from dbmemory.items.usage import mark_items_used
+
+    seen: list[str] = []
+
+    def on(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if any(table in statement for table in PER_USER_TABLES) and not any(
+            catalog in statement for catalog in ("pg_attrdef", "information_schema", "sqlite_master")
+        ):  # the rows, not the catalog (PostgreSQL's search configuration, once per engine)
+            seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", on)
+    try:
+        with engine.begin() as c:
+            item = add_item(c, "u1", "likes tea")
+            edit_item(c, "u1", item.item_id, "likes green tea")
+            assert get_item(c, "u1", item.item_id).text == "likes green tea"
+            assert [i.text for i in list_items(c, "u1")] == ["likes green tea"]
+            delete_item(c, "u1", item.item_id)
+            restore_item(c, "u1", item.item_id)
+            assert mark_items_used(c, [item.item_id], user_id="u1") == 1
+            for n in range(3):
+                add_item(c, "u1", f"auto fact {n}", kind="auto", confidence=0.9)
+            assert enforce_auto_item_limit(c, "u1", limit=2) == 1
+            assert sum(count_items(c, "u1").values()) == 3
+            assert clear_items(c, "u1") == 3
+            record_episode(c, "u1", "I drink green tea", "Noted.", check_switches=True)
+            assert len(list_episodes(c, "u1")) == 1
+            search_episodes(c, "u1", "green tea")
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", on)
+    assert seen
+    unnamed = [s for s in seen if not _names_its_user(s)]
+    assert unnamed == [], unnamed

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from typer.testing import CliRunner
 
+from dbmemory.agent.item_memory import record as record_turn_episode
 from dbmemory.cli import app
 from dbmemory.core.model import StoreRef
 from dbmemory.db import migrate
@@ -30,11 +31,14 @@ from dbmemory.items.episodes import (
     record_episode,
 )
 from dbmemory.items.memory_search import search_memory
+from dbmemory.items.model import user_key_of
 from dbmemory.items.settings import set_memory_switch
 from dbmemory.items.store import add_item
+from dbmemory.items.turn_memory import load_turn_items
 from dbmemory.profile.optout import set_user_memory_enabled
 from dbmemory.profile.store import write_profile
 from dbmemory.store.files import put_file
+from helpers import StatementLog
 from oracle_checks import compiled, regex_problems
 
 T0 = dt.datetime(2023, 5, 8, 13, 0, tzinfo=dt.timezone.utc)
@@ -288,3 +292,56 @@ def test_dbmemory_expire_deletes_the_episodes_past_their_retention(engine: Engin
     assert "Deleted 1 conversation episode past episode_retention_days" in result.output
     with engine.connect() as c:
         assert [e.user_text for e in list_episodes(c, "ann")] == ["a recent exchange"]
+
+
+def _episode_events(engine: Engine) -> list[Any]:
+    with engine.connect() as c:
+        return c.execute(
+            sa.select(audit_events).where(audit_events.c.action_name == "episode_add")
+        ).all()
+
+
+def test_keeping_a_turns_episode_is_one_statement_with_its_audit_event(engine: Engine) -> None:
+    """The turn's episode write (switch and opt-out checks, the row, its full-text index, its
+    ``episode_add`` audit event) is one statement of the post-processing, on every backend."""
+    with engine.begin() as c:
+        loaded = load_turn_items(c, org_id="default", user_id="ann", now=T0)
+    with StatementLog(engine) as log:
+        episode_id = record_turn_episode(
+            engine, loaded, user_id="ann", chat_id="s1", user_message="we went kayaking",
+            assistant_message="Sounds fun", now=T0,
+        )
+    assert episode_id is not None
+    assert len(log.statements) == 1, log.statements
+    assert log.of_kind("INSERT") == log.statements
+    (event,) = _episode_events(engine)
+    assert (event.actor_name, event.org_id, event.detail_text) == ("turn", "default", f"episode {episode_id}")
+    assert event.user_key == user_key_of("ann") and event.chars_after == len("we went kayaking\nSounds fun")
+    assert "kayaking" not in str(tuple(event))
+    with engine.begin() as c:  # the same one statement obeys a switch turned off during the turn
+        set_memory_switch(c, "ann", False)
+    with StatementLog(engine) as log:
+        assert record_turn_episode(
+            engine, loaded, user_id="ann", chat_id="s1", user_message="more kayaking",
+            assistant_message="ok", now=T0,
+        ) is None
+    assert len(log.statements) == 1
+    assert len(_episode_events(engine)) == 1
+    with engine.connect() as c:
+        assert count_episodes(c, "ann") == 1
+
+
+def test_revision_0008_adds_the_audit_trigger_and_its_downgrade_removes_it(empty_engine: Engine) -> None:
+    migrate.upgrade(empty_engine, "0007")
+    _write(empty_engine, "ann", "before the trigger")
+    assert _episode_events(empty_engine) == []  # revision 0007's writer wrote the event itself
+    migrate.upgrade(empty_engine)
+    _write(empty_engine, "ann", "with the trigger")
+    assert len(_episode_events(empty_engine)) == 1
+    migrate.downgrade(empty_engine, "0007")
+    with empty_engine.begin() as c:
+        c.execute(sa.delete(audit_events))
+    _write(empty_engine, "ann", "after the downgrade")
+    assert _episode_events(empty_engine) == []
+    migrate.upgrade(empty_engine)
+    assert migrate.current(empty_engine) == migrate.head()

@@ -18,6 +18,7 @@ from dbmemory.core.model import StoreRef
 from dbmemory.db.schema import audit_events
 from dbmemory.db.schema import items as items_table
 from dbmemory.errors import InvalidArgumentError, InvalidScopeError
+from dbmemory.items.runtime_data import set_fold_mark
 from dbmemory.store.agents import enable_for_agent
 from dbmemory.store.files import put_file
 from dbmemory.store.resolve import use_store
@@ -38,6 +39,7 @@ def test_items_expire_by_class_and_are_purged_after_the_grace_period(conn: Conne
     tmp = I.add_item(conn, "u1", "temporary", retention_class="temporary", now=T0)
     auto = I.add_item(conn, "u1", "auto", kind="auto", now=T0)
     perm = I.add_item(conn, "u1", "permanent", retention_class="permanent", now=T0)
+    set_fold_mark(conn, "default", "u1", T0)  # folded into the profile: the auto item may expire
     assert I.run_item_retention(conn, now=at(days=30) - dt.timedelta(seconds=1)) == {"expired": 0, "purged": 0}
     # an expired item stops being used at its expiry time, before the job runs
     assert [i.text for i in I.list_items(conn, "u1", now=at(days=30))] == ["standard", "temporary", "permanent"]
@@ -86,6 +88,7 @@ def test_dbmemory_expire_also_expires_and_purges_items(engine: Engine, monkeypat
         pytest.skip("the CLI opens its own engine")
     with engine.begin() as c:
         I.add_item(c, "u1", "old", kind="auto", now=T0)
+        set_fold_mark(c, "default", "u1", T0)  # folded: it may expire
         gone = I.add_item(c, "u1", "deleted long ago", now=T0)
         I.delete_item(c, "u1", gone.item_id, now=T0)
     set_clock(lambda: at(days=31))

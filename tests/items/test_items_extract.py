@@ -176,3 +176,34 @@ def test_fold_prompt_starts_with_the_fold_header(engine):
     from dbmemory.items.summary import fold_message
 
     assert fold_message(["User likes tea", "User  plays\nchess"]) == FOLD_HEADER + "\n- User likes tea\n- User plays chess"
+
+
+def test_an_extraction_never_rewrites_a_manual_item_it_adds_an_auto_item_beside_it(engine):
+    """Issue 21: an ``update`` decision aimed at a manual (user-written) item is refused and
+    counted; the fact becomes an auto item beside it, and an auto item's update still runs."""
+    from dbmemory.items import get_item
+    from dbmemory.items.runtime_metrics import item_metrics
+
+    with engine.begin() as conn:
+        manual = add_item(conn, USER, "User lives in Lisbon", now=T0)
+        auto = add_item(conn, USER, "User likes tea", kind="auto", confidence=0.9, now=T0)
+    counter = item_metrics().update_refused_total.labels("manual_item")
+    before = counter._value.get()
+    model = ItemModel(
+        extract=facts(("User lives in Porto", 0.95), ("User likes coffee", 0.9)),
+        decide=json.dumps([
+            {"fact": 1, "action": "update", "item": str(manual.item_id)},
+            {"fact": 2, "action": "update", "item": str(auto.item_id)},
+        ]),
+    )
+    result = run(engine, model, message="I moved to Porto. I like coffee now.")
+    assert result.outcome == "written"
+    assert result.refused_updates == {"manual_item": 1} and result.updated == [auto.item_id]
+    assert counter._value.get() == before + 1
+    with engine.connect() as conn:
+        kept = get_item(conn, USER, manual.item_id)
+        assert (kept.text, kept.kind, kept.version) == ("User lives in Lisbon", "manual", 1)
+        (beside,) = [i for i in list_items(conn, USER, now=T0) if i.item_id in result.added]
+        assert (beside.text, beside.kind, beside.confidence) == ("User lives in Porto", "auto", 0.95)
+        assert get_item(conn, USER, auto.item_id).text == "User likes coffee"
+    assert sorted(texts(engine)) == ["User likes coffee", "User lives in Lisbon", "User lives in Porto"]

@@ -121,13 +121,44 @@ def test_render_keeps_whole_hits_within_the_budget_and_groups_by_session() -> No
     assert "[file /memories/n.md] a note" in text
 
 
+def test_a_turn_under_a_header_already_chosen_costs_only_its_line() -> None:
+    """The block fills its budget: a turn of a chat and day already in the block pays no
+    second header, so no left-out hit would still have fitted."""
+    hits = [
+        SearchHit("episode", str(i), "x", 1.0 - i / 100, when=T0, chat_id="a-long-chat-id-" + "x" * 40,
+                  user_text=f"turn {i} " + "word " * 8, assistant_text="")
+        for i in range(100)
+    ]
+    for budget in (120, 300, 700):
+        text, chosen, tokens = render_search_block(hits, max_tokens=budget, model="gpt-4o-mini")
+        assert tokens <= budget and text.count("a-long-chat-id") == 1
+        left = [h for h in hits if h not in chosen]
+        assert left, "the budget holds fewer hits than there are"
+        ordered = sorted([*chosen, left[0]], key=lambda h: hits.index(h))
+        wider, _, _ = render_search_block(ordered, max_tokens=10_000, model="gpt-4o-mini")
+        assert count_tokens(wider, "gpt-4o-mini") > budget  # the next hit did not fit
+
+
 def test_relative_dates_are_grounded_to_the_sessions_date() -> None:
     day = dt.date(2023, 5, 8)
     assert ground_dates("we met yesterday", day) == "we met yesterday (7 May 2023)"
     assert ground_dates("3 days ago", day) == "3 days ago (5 May 2023)"
-    assert ground_dates("last week", day) == "last week (week of 1 May 2023)"
+    assert ground_dates("last week", day) == "last week (the week before 8 May 2023)"
     assert ground_dates("last month and last year", day) == "last month (April 2023) and last year (2022)"
     assert ground_dates("nothing relative", day) == "nothing relative"
+    # as precise as the words are: a weekday or a week is said relative to the turn's day
+    assert ground_dates("Last Friday I ran", day) == "Last Friday (the Friday before 8 May 2023) I ran"
+    assert ground_dates("two weekends ago", day) == "two weekends ago (two weekends before 8 May 2023)"
+    assert ground_dates("a week ago", day) == "a week ago (the week before 8 May 2023)"
+    assert ground_dates("a few days ago", day) == "a few days ago (a few days before 8 May 2023)"
+    assert ground_dates("three months ago", day) == "three months ago (February 2023)"
+    assert ground_dates("next week, next month", day) == (
+        "next week (the week after 8 May 2023), next month (June 2023)"
+    )
+    assert ground_dates("this weekend, not this Sunday", day) == (
+        "this weekend (the weekend of 8 May 2023), not this Sunday"
+    )
+    assert ground_dates("last month", dt.date(2023, 1, 15)) == "last month (December 2022)"
 
 
 def test_the_model_can_call_memory_search_next_to_the_memory_tool(agent: Engine) -> None:

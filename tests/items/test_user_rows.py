@@ -20,7 +20,8 @@ from dbmemory.core.clock import utcnow
 from dbmemory.core.model import StoreRef
 from dbmemory.db.schema import file_reads, files
 from dbmemory.items.episodes import record_episode
-from dbmemory.items.runtime_data import SUMMARY_MARK, claim_chat, set_fold_mark
+from dbmemory.items.retention import SUMMARY_MARK
+from dbmemory.items.runtime_data import claim_chat, set_fold_mark
 from dbmemory.items.user_rows import NO_USER_DATA, USER_ROWS, user_keys
 from dbmemory.profile import set_user_memory_enabled
 from dbmemory.profile.store import write_profile

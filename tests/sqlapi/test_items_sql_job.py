@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from dbmemory import items as I
-from dbmemory.db.schema import audit_events, items
+from dbmemory.db.schema import audit_events, item_marks, items
+from dbmemory.items.retention import SUMMARY_MARK
 from dbmemory.sqlgen._common import EXPIRY_ACTOR
 from dbmemory.sqlgen.expiry_job import expiry_procedure_sql
 
@@ -48,7 +49,14 @@ def _seed(engine: Engine, now: dt.datetime) -> None:
                 for n in range(1005)
             ],
         )
+        c.execute(  # the bulk users' auto items are folded into their profiles: they expire
+            sa.insert(item_marks),
+            [{"org_id": "default", "user_key": f"bulk{n}", "mark_key": SUMMARY_MARK, "marked_at": old}
+             for n in range(20)],
+        )
         I.add_item(c, "u1", "fresh auto", kind="auto", now=now - 29 * DAY)
+        I.add_item(c, "u1", "unfolded auto", kind="auto", now=now - 32 * DAY)  # waits for its fold
+        I.add_item(c, "u3", "unfolded auto past grace", kind="auto", now=now - 61 * DAY)
         I.add_item(c, "u1", "standard old", now=now - 181 * DAY)
         I.add_item(c, "u1", "standard young", now=now - 179 * DAY)
         I.add_item(c, "u1", "permanent", retention_class="permanent", now=now - 9999 * DAY)
@@ -103,11 +111,12 @@ def test_the_sql_job_expires_and_purges_exactly_what_python_does(
             files = c.exec_driver_sql("SELECT @n").scalar_one()
     got = _snapshot(server_engine)
 
-    assert python_counts == {"expired": 1005 + 2, "purged": 2}
-    assert (int(expired), int(purged), int(files)) == (1005 + 2, 2, 0)
+    assert python_counts == {"expired": 1005 + 3, "purged": 2}
+    assert (int(expired), int(purged), int(files)) == (1005 + 3, 2, 0)
     assert got == want
     texts = {r[0]: r[1] for r in got[0]}
     assert texts["fresh auto"] is False and texts["standard old"] is True and texts["permanent"] is False
+    assert texts["unfolded auto"] is False and texts["unfolded auto past grace"] is True
     assert "deleted 31 days ago" not in texts and texts["deleted 29 days ago"] is True
     assert "acme deleted 6 days ago" not in texts and texts["acme deleted 4 days ago"] is True
 
@@ -117,7 +126,7 @@ def test_the_daily_files_job_also_runs_the_items_retention(server_engine: Engine
     _install(server_engine, dialect)
     now = dt.datetime.now(dt.timezone.utc)
     with server_engine.begin() as c:
-        I.add_item(c, "u1", "old auto", kind="auto", now=now - 40 * DAY)
+        I.add_item(c, "u1", "old auto", kind="auto", now=now - 70 * DAY)  # unfolded, past grace
         gone = I.add_item(c, "u1", "deleted", now=now - 40 * DAY)
         I.delete_item(c, "u1", gone.item_id, now=now - 35 * DAY)
     with server_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:

@@ -175,6 +175,40 @@ def test_paths_python_would_normalise_or_that_are_not_ascii_are_refused_by_sql(
         assert api.listing(c, sid) == []
 
 
+LOOK_ALIKES = [
+    "/memories/\uff50refs.md", "/memories/\U0001d429refs.md", "/memories/pro\ufb01le.md",
+    "/memories/prefs\u2024md", "/memories/\u0440refs.md", "/memories/pr\u0435fs.md",
+    "/memories/pref\u0455.md", "/memories/prefs.\u0307md", "/memories/\u0430\u0441\u0435.md",
+    "/memories/\u2100.md",
+]
+
+
+@pytest.mark.parametrize("path", LOOK_ALIKES)
+def test_look_alike_names_python_folds_or_refuses_are_refused_by_sql(
+    server_engine: Engine, api: SqlApi, path: str
+) -> None:
+    """Issue 21: the SQL API never stores a key the Python rule would not produce: what NFKC
+    folds (fullwidth, bold, ligature, one-dot leader) and what the look-alike rule refuses
+    are all refused there (printable ASCII only); the plain key is accepted by both."""
+    sid = _new_store(server_engine)
+    with server_engine.begin() as c:
+        try:
+            key: str | None = normalize_path(path)
+        except InvalidPathError:
+            key = None
+        assert key is None or key.isascii()
+        exc = None
+        try:
+            api.put(c, sid, path, "x")
+        except ApiError as e:
+            exc = e
+        assert exc is not None and exc.code == "invalid_path", path
+        assert api.listing(c, sid) == []
+        if key is not None:
+            api.put(c, sid, key, "x")
+            assert [row[0] for row in api.listing(c, sid)] == [key]
+
+
 def test_the_sql_path_subset_is_canonical() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as hs

@@ -173,6 +173,16 @@ COMMANDS: list[Any] = [
     {"command": "delete", "path": "/memories"},
     {"command": "delete", "path": "/memories/%2e%2e"},
     {"command": "delete"},
+    # look-alike names (issue 21): NFKC folds fullwidth and mathematical letters and ligatures
+    # into the plain key in both; other non-ASCII paths get the SQL path rule
+    {"command": "delete", "path": "/memories/many/1.md"},
+    {"command": "create", "path": "/memories/\uff50refs.md", "file_text": "fullwidth"},
+    {"command": "create", "path": "/memories/\U0001d429refs.md", "file_text": "bold"},
+    {"command": "view", "path": "/memories/\uff50\uff52\uff45\uff46\uff53.md"},
+    {"command": "str_replace", "path": "/memories/pr\U0001d41e\U0001d41fs.md",
+     "old_str": "fullwidth", "new_str": "plain"},
+    {"command": "create", "path": "/memories/pro\ufb01le.md", "file_text": "ligature"},
+    {"command": "view", "path": "/memories/profile.md"},
     {"command": "view", "path": "/memories"},
 ]
 
@@ -258,3 +268,27 @@ def test_run_command_refuses_a_missing_or_reserved_store(
             assert info.value.orig.args[0] == 20703 and "must be a whole number" in str(info.value.orig)
         else:  # a bigint parameter: PostgreSQL finds no run_command(numeric, ...)
             assert getattr(info.value.orig, "sqlstate", None) == "42883"
+
+
+def test_a_clipped_listing_answers_like_the_memory_tool(
+    tool_server: str, server_engine: Engine, api: SqlApi
+) -> None:
+    """A directory whose listing passes 16,000 characters: the same lines kept and the same
+    note (entries shown, files not listed of all files, hidden ones included) as Python's."""
+    from dbmemory.store.files import put_file
+
+    paths = [f"/memories/top-{i:03d}-{'n' * 40}.md" for i in range(150)]
+    paths += [f"/memories/dir-{d}/sub-{i:02d}-{'s' * 30}/leaf.md" for d in range(4) for i in range(40)]
+    paths += [f"/memories/dir-{d}/file-{i:02d}.md" for d in range(4) for i in range(5)]
+    paths += ["/memories/.hidden/a.md", "/memories/node_modules/b.md"]
+    with server_engine.begin() as conn:
+        store_id = get_or_create_store(conn, "shared:tool_big", scope="shared", store_code="tool_big")
+        for path in paths:
+            put_file(conn, store_id, path, "x" * (len(path) % 7 + 1), enforce_caps=False)
+        tool = MemoryTool.for_store(conn, "tool_big")
+        for directory in ("/memories", "/memories/dir-0"):
+            command = {"command": "view", "path": directory}
+            expected = tool.execute(json.dumps(command))
+            if directory == "/memories":
+                assert "files not listed" in expected.splitlines()[-1]
+            assert _run_sql(conn, store_id, command) == expected

@@ -25,8 +25,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from dbmemory.agent import run_turn
+from dbmemory.errors import DbMemoryError
 from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
 from dbmemory.llm import Completion, ToolCall
+from dbmemory.profile.optout import lock_user_memory_enabled
 from dbmemory.profile.prompts import purpose_of
 from dbmemory.store.agents import enable_for_agent
 from dbmemory.tool import MemoryTool
@@ -190,3 +192,29 @@ def test_the_langgraph_stores_batch_whose_commit_lost_the_connection_says_nothin
     assert killed
     assert raised.value.code == "commit_not_saved" and NOT_SAVED in raised.value.message
     assert "retry the command" in raised.value.message
+
+
+def test_a_connection_lost_at_the_opt_out_lock_is_a_database_error_not_a_crash(agent: Engine) -> None:
+    """The first statement of a profile write (the user's settings row, locked) meets a killed
+    session: the caller gets dbmemory's error for a lost connection, never SQLAlchemy's
+    PendingRollbackError from reading the lost connection's state afterwards."""
+    with agent.begin() as conn:
+        assert lock_user_memory_enabled(conn, "u1") is True  # the table is known, the row made
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not killed and "dbm_user_settings" in statement:
+            killed.append(_session_id(conn.connection.driver_connection, agent))
+            _kill(agent, killed[-1])
+
+    killed: list[int] = []
+    sa.event.listen(agent, "before_cursor_execute", before)
+    try:
+        with agent.connect() as conn:
+            conn.begin()
+            with pytest.raises(DbMemoryError) as raised:
+                lock_user_memory_enabled(conn, "u1")
+            conn.rollback()
+    finally:
+        sa.event.remove(agent, "before_cursor_execute", before)
+    assert killed
+    assert "reading the memory setting" in raised.value.message, raised.value.message

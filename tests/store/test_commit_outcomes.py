@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,13 +24,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from tests.commit_proxy import CommitCutProxy
 
+from _profile_fakes import FakeModel, body_with
 from dbmemory.agent import run_turn
 from dbmemory.core.clock import utcnow
+from dbmemory.db.dialect.outcome import CommitToken, commit_token, forget_audit_row, resolve_commit
 from dbmemory.db.engine import create_engine
 from dbmemory.errors import ConflictError
 from dbmemory.integrations.mcp_server import McpMemoryServer
 from dbmemory.items.extract_prompts import purpose_of as item_purpose_of
 from dbmemory.llm import Completion, ToolCall
+from dbmemory.profile import (
+    UserMemoryConfig,
+    UserMemoryPostprocessor,
+    load_user_memory,
+    read_profile,
+    write_profile,
+)
 from dbmemory.profile.prompts import purpose_of
 from dbmemory.store.agents import enable_for_agent
 from dbmemory.store.expiry import expire_files_committing
@@ -166,6 +176,29 @@ def test_the_langgraph_stores_put(direct: Engine, proxy: CommitCutProxy, proxied
     assert (item is not None) == (mode == "after")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_profile_consolidations_write(direct: Engine, proxy: CommitCutProxy, proxied: Engine, mode: str) -> None:
+    """The consolidation's own write transaction (given an Engine): a reply lost after the
+    server committed is the written profile; one lost before is a rollback the consolidation
+    answers like a compare-and-set conflict (it reloads and writes again). Updated once, either
+    way: version 2 after the seed's 1."""
+    with direct.begin() as conn:
+        write_profile(conn, "u1", body_with({"Identity": ["Name: Dana"]}), expected_version=0)
+    with direct.connect() as conn:
+        state = load_user_memory(conn, "u1", config=UserMemoryConfig(), model=MODEL)
+    rewrite = body_with({"Identity": ["Name: Dana"], "Skills & Expertise": ["SQL"]})
+    fake = FakeModel(rewrite=rewrite)
+    proxy.cut_next_commit(mode, after=b"INSERT INTO dbm_audit_events")  # the write's COMMIT
+    result = UserMemoryPostprocessor(proxied, UserMemoryConfig(), MODEL, "u1", state, complete=fake).run(
+        "I know SQL", "Good."
+    )
+    assert proxy.cuts == 1
+    assert (result.outcome, result.reason) == ("updated", None if mode == "after" else "after a conflict"), result
+    with direct.connect() as conn:
+        record = read_profile(conn, "u1")
+    assert record is not None and record.version == 2 and "- SQL" in record.text, record
+
+
 def test_no_answer_within_the_bound_says_may_or_may_not(direct: Engine, proxy: CommitCutProxy) -> None:
     engine = create_engine(direct.url.set(host="127.0.0.1", port=proxy.port), commit_outcome_wait_s=0)
     try:
@@ -207,3 +240,63 @@ def test_the_expiry_jobs_batch(direct: Engine, proxy: CommitCutProxy, proxied: E
     else:
         assert answer == "deleted 1", answer
     assert ("old.md" in _view(direct)) == (mode == "before")
+
+
+# -- the look-up after the server changed: a restart, a promoted standby -------------------------
+
+
+def _token_of_a_committed_create(engine: Engine, path: str) -> CommitToken:
+    """The commit token of a transaction that created ``path`` (taken as dbmemory takes it, just
+    before its COMMIT), then committed."""
+    with engine.connect() as conn:
+        with conn.begin():
+            forget_audit_row(conn)  # as dbmemory's own transactions begin (a row of an earlier one)
+            assert MemoryTool(conn, AGENT).execute(
+                {"command": "create", "path": path, "file_text": "x"}
+            ).startswith("File created")
+            token = commit_token(conn)
+    assert token is not None and token.row is not None, token
+    return token
+
+
+def _another_server(token: CommitToken) -> str:
+    """``token.server`` as a server that started an hour earlier (the same address and port:
+    the server before a restart, or the old primary of a failover)."""
+    assert token.server is not None
+    if token.kind == "audit_row":
+        host, port, start = token.server.rsplit(" ", 2)
+        return f"{host} {port} {int(start) - 3600}"
+    return token.server.replace(token.server.split()[-2], "2001-01-01", 1)
+
+
+def test_a_token_of_another_server_run_is_answered_from_its_audit_row(direct: Engine) -> None:
+    """After a restart or a failover the old session is gone and its id may name another
+    (MariaDB: a new session with the same id, alive; PostgreSQL: a transaction id the promoted
+    server gave to another transaction): the audit row the transaction wrote answers."""
+    token = _token_of_a_committed_create(direct, "/memories/r.md")
+    with direct.connect() as other:  # a live session: the id a restarted server may reuse
+        live = int(other.exec_driver_sql(
+            "SELECT pg_backend_pid()" if token.kind == "xid" else "SELECT CONNECTION_ID()"
+        ).scalar())
+        moved = replace(token, session=live, server=_another_server(token))
+        if token.kind == "xid":  # an id the promoted server never gave: pg_xact_status errs
+            moved = replace(moved, value=str(int(token.value) + 10_000_000))
+        assert resolve_commit(direct, moved, wait_s=2) == "saved"
+        gone = replace(moved, row=tuple(
+            (c, v + dt.timedelta(microseconds=1) if c == "created_at" else v) for c, v in token.row or ()
+        ))
+        assert resolve_commit(direct, gone, wait_s=2) == "not_saved"  # its row is not there
+        if token.kind == "audit_row":  # the same server run: the live session is waited for
+            assert resolve_commit(direct, replace(token, session=live), wait_s=0.5) is None
+
+
+def test_an_audit_id_given_again_is_not_taken_for_the_lost_transaction(direct: Engine) -> None:
+    """The id in the token is there, but its row is another transaction's (an id handed out
+    again after a crash): nothing was saved, not "saved"."""
+    token = _token_of_a_committed_create(direct, "/memories/i.md")
+    token = replace(token, session=2**31 - 1)  # its session is gone (in the test: still pooled)
+    other = replace(token, row=tuple(
+        (c, "someone else" if c == "actor_name" else v) for c, v in token.row or ()
+    ))
+    assert resolve_commit(direct, token, wait_s=2) == "saved"
+    assert resolve_commit(direct, other, wait_s=2) == ("not_saved" if token.kind == "audit_row" else "saved")

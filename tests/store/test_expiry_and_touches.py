@@ -36,7 +36,7 @@ from dbmemory.db.dialect.base import is_memory_sqlite
 from dbmemory.db.dialect.expiry import job_lock, lock_expiry_candidates
 from dbmemory.db.dialect.oracle import oracle19_dialect
 from dbmemory.db.engine import create_engine
-from dbmemory.db.schema import audit_events, file_reads, files
+from dbmemory.db.schema import audit_events, file_reads, files, stores
 from dbmemory.store import expiry as expiry_module
 from dbmemory.store.expiry import MIN_EXPIRY_DAYS, validate_days
 from dbmemory.store.statements.bulk import SELECT_JOB_LOCK, select_expiry_candidates
@@ -252,7 +252,7 @@ def test_expire_files_works_in_batches_and_audits_every_file(
         c.execute(sa.update(files).values(last_accessed_at=ago(days=90)))
     with StatementLog(engine) as log:
         assert expire_files(conn, days=30, batch_size=2) == 5
-    assert len(log.touching("dbm_files", "DELETE")) == 3
+    assert len(log.deleting("dbm_files")) == 3
     conn.commit()
     assert remaining(engine) == []
     with committed_view(engine) as c2:
@@ -273,7 +273,31 @@ def test_expire_files_with_an_exact_multiple_of_the_batch_size_stops(
         c.execute(sa.update(files).where(files.c.file_path != "/memories/f5.md").values(last_accessed_at=ago(days=90)))
     with StatementLog(engine) as log:
         assert expire_files(conn, days=30, batch_size=2) == 4
-    assert len(log.touching("dbm_files", "DELETE")) == 2
+    assert len(log.deleting("dbm_files")) == 2
+
+
+def test_a_sqlite_batch_is_set_based_and_keeps_audit_and_counters_exact(
+    conn: Connection, engine: Engine, store: int
+) -> None:
+    """On SQLite no statement of a batch carries the candidates' ids (issue 19: they stay in
+    a temporary table); the audit events and the store counters stay exact. The servers keep
+    the IN lists (their store rows are locked ``SKIP LOCKED`` from the ids)."""
+    with engine.begin() as c:
+        c.execute(sa.update(files).where(files.c.file_path != "/memories/f5.md").values(last_accessed_at=ago(days=90)))
+    with StatementLog(engine) as log:
+        assert expire_files(conn, days=30, batch_size=3) == 4
+    conn.commit()
+    widest = max(s.count("?") + s.count("%s") + s.count("%(") for s in log.statements)
+    if engine.dialect.name == "sqlite":
+        assert widest <= 6, "a statement with one placeholder per candidate id"
+        assert any("dbm_expiry_ids" in s for s in log.of_kind("INSERT"))
+    assert remaining(engine) == ["/memories/f5.md"]
+    assert expire_events(engine) == [f"/memories/f{i}.md" for i in range(1, 5)]
+    with committed_view(engine) as c2:
+        count, chars = c2.execute(
+            sa.select(stores.c.file_count, stores.c.total_chars).where(stores.c.store_id == store)
+        ).one()
+    assert (count, chars) == (1, len("file 5\n"))
 
 
 def test_expire_files_committing_commits_each_batch(engine: Engine, store: int) -> None:

@@ -314,8 +314,8 @@ def test_long_listing_is_clipped_after_a_whole_entry_with_a_note() -> None:
     lines = text.splitlines()
     shown = len(lines) - 3
     assert lines[-1] == (
-        f"(listing clipped at 2,000 characters: showed {shown} of 1,000 entries; "
-        "view a subdirectory to see the rest)"
+        f"(listing clipped at 2,000 characters: showed {shown} entries; {1000 - shown} of 1,000 "
+        "files not listed; view a subdirectory to see the rest)"
     )
     assert lines[-2] == f"{format_size(shown - 1)}\t/memories/file-{shown - 1:04d}.md"
 

@@ -28,6 +28,7 @@ from dbmemory.items.search_inject import search_block
 from dbmemory.items.turn_memory import choose, load_turn_items
 from dbmemory.items.usage import mark_items_used
 from dbmemory.profile.tokens import count_tokens
+from dbmemory.store.units import clear_single_unit, mark_single_unit
 
 __all__ = [
     "PROFILE_SHARE", "ITEMS_SHARE", "load", "search", "blocks", "total_budget", "after_turn", "record", "count_failure",
@@ -167,7 +168,8 @@ def after_turn(
                assistant_message=assistant_message, now=now)
     try:
         if loaded.injected:
-            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now, settings=loaded.settings)
+            mark_items_used(engine, [i.item_id for i in loaded.injected], now=now, settings=loaded.settings,
+                            user_id=user_id)
     except Exception:  # noqa: BLE001
         logger.warning("marking memory items used failed", exc_info=True)
         count_failure("mark_used")
@@ -206,11 +208,15 @@ def record(
     if loaded is None or not loaded.memory_on:
         return None
     try:
-        with engine.begin() as conn:
-            return record_episode(
-                conn, user_id, user_message, assistant_message, org_id=loaded.org_id,
-                chat_id=chat_id, turn_at=now, retention_days=loaded.settings.episode_retention_days,
-            )
+        with engine.connect() as conn, conn.begin() as transaction:
+            mark_single_unit(conn, transaction)  # one INSERT: no savepoint around it
+            try:
+                return record_episode(
+                    conn, user_id, user_message, assistant_message, org_id=loaded.org_id,
+                    chat_id=chat_id, turn_at=now, retention_days=loaded.settings.episode_retention_days,
+                )
+            finally:
+                clear_single_unit(conn)
     except Exception:  # noqa: BLE001 - the answer is given; the episode is lost, not the turn
         logger.warning("keeping the conversation episode failed", exc_info=True)
         count_failure("episode")

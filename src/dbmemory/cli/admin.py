@@ -272,8 +272,9 @@ def users_export(
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Export everything held about a user as JSON: profile, items, user and context stores,
-    switches, audit events (a data-subject access request). The export itself is audited.
+    """Export everything held about a user as JSON: profile, items, episodes, user, context,
+    session and LangGraph stores, switches, marks, audit events (a data-subject access request;
+    keys in docs/items.md). The export itself is audited.
     The export is always JSON; with --json, errors and the --output summary are JSON too. A
     file given with --output is created readable by its owner only (mode 0600).
 
@@ -306,8 +307,10 @@ def users_forget(
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Forget a user: delete the profile, items, user and context stores and switches (needs
-    --yes). Audit events stay, without any memory text.
+    """Forget a user: delete the profile, items, episodes, user, context, session and LangGraph
+    stores, switches and marks (needs --yes). Audit events stay, without any memory text; the
+    file names of the user's file events are cleared (counted as redacted). --json prints
+    {"user_id", "org_id", "items", "stores", "switches", "episodes", "events_redacted"}.
 
     Example:
 
@@ -320,8 +323,16 @@ def users_forget(
     if as_json:
         print_json({"user_id": user, "org_id": org, **counts})
     else:
+        deleted = ", ".join(
+            plural(counts[name], noun, nouns)
+            for name, noun, nouns in (
+                ("items", "item", None), ("stores", "store", None), ("switches", "switch", "switches"),
+                ("episodes", "episode", None),
+            )
+        )
         typer.echo(
-            f"Forgot {user}: {counts['items']} items, {counts['stores']} stores, {counts['switches']} switches deleted"
+            f"Forgot {user}: {deleted} deleted; {plural(counts['events_redacted'], 'audit event')} "
+            "redacted (file names cleared)"
         )
 
 

@@ -15,7 +15,12 @@ Rules of :func:`normalize_path`, in the order they are checked (each failure rai
    changing, at most ``MAX_DECODE_ROUNDS`` (10) rounds; an escape that is not valid UTF-8 is
    refused. (``%2e%2e`` is ``..``, ``%252e`` is ``%2e`` is ``.``.) Decoding is total: a literal
    ``%41`` can never be part of a key, as it always means ``A``.
-5. Unicode NFC normalisation (``é`` typed as one or two code points is one key).
+5. Unicode normalisation: NFC first (``é`` typed as one or two code points is one key), and
+   after rule 6 NFKC, which folds compatibility characters into their plain forms: fullwidth
+   (``ｐ``), mathematical (``𝐩``), ligatures (``ﬁ``), the one-dot leader (``․`` is ``.``), so
+   each of them spells the same key as the plain name. A character whose NFKC form holds
+   ``/``, ``\\`` or ``%`` (``℀`` is ``a/c``, ``％``) is refused: it would add a segment or an
+   escape. Keys are NFKC-normalised.
 6. Refused characters: backslash; control characters (category ``Cc``: NUL, TAB, CR, LF, DEL,
    C1 controls); format characters (``Cf``: zero-width space/joiner, bidi overrides, BOM, soft
    hyphen), which are invisible and would make look-alike keys; every other Unicode
@@ -36,6 +41,10 @@ Rules of :func:`normalize_path`, in the order they are checked (each failure rai
    segment is made only of combining marks (nothing visible of its own). No segment starts or
    ends with whitespace (``/memories/notes.md `` would look like ``/memories/notes.md``).
 10. At most ``MAX_PATH_CHARS`` (1,000) characters after normalisation.
+11. No segment lists like another name (:mod:`dbmemory.core.lookalikes`): a combining mark
+    left on an ASCII character, a word that mixes scripts (Cyrillic ``р`` in ``рrefs``), and a
+    word whose letters all look like ASCII ones (Cyrillic ``асе``) are refused; the rule is
+    stateless, after Unicode's UTS #39 data.
 
 Nothing here touches the database.
 """
@@ -48,6 +57,7 @@ import re
 import unicodedata
 from urllib.parse import unquote
 
+from dbmemory.core.lookalikes import lookalike_problem
 from dbmemory.errors import InvalidPathError
 
 __all__ = [
@@ -342,6 +352,51 @@ def _dot_skeleton(segment: str) -> str:
     return kept.translate(DOT_LOOKALIKES)
 
 
+def _fold_compatibility(raw: str, text: str) -> str:
+    """Rule 5's NFKC step on an NFC text that passed the character rules."""
+    folded = unicodedata.normalize("NFKC", text)
+    if folded == text:
+        return text
+    for index, char in enumerate(text):
+        if char.isascii():
+            continue
+        form = unicodedata.normalize("NFKC", char)
+        for made in ("/", "\\", "%"):
+            if made in form:
+                raise _fail(
+                    raw,
+                    text,
+                    f"contains {char!r} (U+{ord(char):04X}) at position {index}, whose "
+                    f"compatibility form (NFKC) {form!r} holds {made!r}: write the plain "
+                    "characters you mean instead",
+                )
+    _check_characters(raw, folded)
+    return folded
+
+
+def _dot_lookalike(segment: str) -> bool:
+    return segment not in (".", "..") and (
+        unicodedata.normalize("NFKC", segment) in (".", "..")
+        or _dot_skeleton(segment) in (".", "..")
+    )
+
+
+def _lookalike_dots(raw: str, text: str, segment: str) -> InvalidPathError:
+    return _fail(
+        raw,
+        text,
+        f"has a segment {quote_value(segment)} that looks like '.' or '..': "
+        "use an ordinary file or directory name",
+    )
+
+
+def _check_dot_lookalikes(raw: str, text: str) -> None:
+    """Rule 9's look-alikes of ``.`` and ``..``, named as such before NFKC folds them."""
+    for segment in text.split("/"):
+        if not segment.isascii() and _dot_lookalike(segment):
+            raise _lookalike_dots(raw, text, segment)
+
+
 def _check_segments(raw: str, text: str) -> None:
     for segment in text[len(ROOT) + 1 :].split("/"):
         if segment == "..":
@@ -349,13 +404,8 @@ def _check_segments(raw: str, text: str) -> None:
         if segment == ".":
             raise _fail(raw, text, "contains a '.' segment: remove it ('/memories/./a' is '/memories/a')")
         skeleton = _dot_skeleton(segment)
-        if unicodedata.normalize("NFKC", segment) in (".", "..") or skeleton in (".", ".."):
-            raise _fail(
-                raw,
-                text,
-                f"has a segment {quote_value(segment)} that looks like '.' or '..': "
-                "use an ordinary file or directory name",
-            )
+        if _dot_lookalike(segment):
+            raise _lookalike_dots(raw, text, segment)
         if skeleton == "":
             raise _fail(
                 raw,
@@ -371,6 +421,9 @@ def _check_segments(raw: str, text: str) -> None:
                 f"has a segment {quote_value(segment)} that starts or ends with whitespace: "
                 "remove the surrounding spaces",
             )
+        problem = lookalike_problem(segment)
+        if problem is not None:
+            raise _fail(raw, text, f"has a segment {quote_value(segment)} that {problem}")
 
 
 def normalize_path(raw: object) -> str:
@@ -385,14 +438,14 @@ def normalize_path(raw: object) -> str:
 
     Returns:
         The canonical path, e.g. ``"/memories/notes/a.md"``: ``"/memories"`` or
-        ``"/memories/"`` followed by non-empty segments, NFC-normalised, at most 1,000
+        ``"/memories/"`` followed by non-empty segments, NFKC-normalised, at most 1,000
         characters. ``normalize_path(normalize_path(x)) == normalize_path(x)``.
 
     Raises:
         InvalidPathError: ``raw`` is not a string, is empty, too long, not UTF-8 encodable,
             percent-encoded more than 10 levels deep, contains a refused character, lies outside
-            ``/memories``, or has a ``.``/``..`` segment or a segment with surrounding
-            whitespace. The message shows the value (escaped, clipped to 100 characters), the
+            ``/memories``, or has a ``.``/``..`` segment, a segment with surrounding
+            whitespace, or a segment that looks like another name (rule 11). The message shows the value (escaped, clipped to 100 characters), the
             rule and a remedy.
     """
     if not isinstance(raw, str):
@@ -434,6 +487,9 @@ def _normalize(raw: str) -> str:
     if text == "":
         raise _fail(raw, text, f"is empty after decoding: pass a path under {ROOT}")
     _check_characters(raw, text)
+    if not text.isascii():
+        _check_dot_lookalikes(raw, text)
+        text = _fold_compatibility(raw, text)
     text = _SLASHES.sub("/", text)
     if len(text) > 1 and text.endswith("/"):
         text = text[:-1]

@@ -36,6 +36,7 @@ column ever holds memory text.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -112,10 +113,17 @@ def _keys_of(conn: Connection, user_id: str, org_id: str | None) -> UserKeys:
     return user_keys(user_id, user_chat_ids(conn, user_id, org_id=org_id))
 
 
+@functools.lru_cache(maxsize=1024)
+def _stores_stmt(keys: UserKeys) -> sa.Select[Any]:
+    """The ``SELECT`` of the stores that may be the user's (built once per user and chat set:
+    building its ``OR`` of key rules costs more than running it; statements are immutable)."""
+    rule = store_key_rule(_stores.c.store_key, keys)
+    return sa.select(_stores.c.store_id, _stores.c.store_key).where(rule).order_by(_stores.c.store_key)
+
+
 def _stores_of(conn: Connection, keys: UserKeys) -> list[tuple[int, str, str]]:
-    stmt = sa.select(_stores.c.store_id, _stores.c.store_key).where(store_key_rule(_stores.c.store_key, keys))
     found: list[tuple[int, str, str]] = []
-    for store_id, key in conn.execute(stmt.order_by(_stores.c.store_key)):
+    for store_id, key in conn.execute(_stores_stmt(keys)):
         kind = user_store_kind(key, keys)
         if kind is not None:
             found.append((int(store_id), key, kind))

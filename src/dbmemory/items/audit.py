@@ -97,7 +97,7 @@ def record_many(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
     """Write audit event rows (built by :func:`event_row`) in the caller's transaction, at once."""
     rows = list(rows)
     if rows:
-        note_audit_row(conn, conn.execute(INSERT_EVENT, rows))
+        note_audit_row(conn, conn.execute(INSERT_EVENT, rows), rows)
 
 
 def _since(value: object, name: str) -> dt.datetime | None:

@@ -11,7 +11,13 @@ from dbmemory.profile.calls import ModelCall
 __all__ = [
     "ExtractionResult",
     "Change",
+    "MANUAL_ITEM",
 ]
+
+MANUAL_ITEM = "manual_item"
+"""Reason of an ``update`` the write refused (:attr:`ExtractionResult.refused_updates`): its
+item is a ``manual`` one, written by the user or an admin, which an extraction never rewrites;
+the fact is added as an auto item beside it instead."""
 
 
 @dataclass
@@ -25,7 +31,9 @@ class ExtractionResult:
             JSON array, or the model call failed), ``"scrub_veto"`` or ``"error"``.
         reason: detail, or None.
         added: ids of the items added.
-        updated: ids of the items whose text an ``update`` replaced.
+        updated: ids of the items whose text an ``update`` replaced (auto items only).
+        refused_updates: ``update`` decisions not written, per reason: :data:`MANUAL_ITEM` (the
+            item is manual; the fact was added as an auto item beside it, its id in ``added``).
         same: ids of the items a candidate repeated (marked used).
         evicted: how many auto items the 100-item rule removed to make room.
         dropped: candidates not written, per reason (see
@@ -41,6 +49,7 @@ class ExtractionResult:
     same: list[Any] = field(default_factory=list)
     evicted: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    refused_updates: dict[str, int] = field(default_factory=dict)
     calls: list[ModelCall] = field(default_factory=list)
     summary: str | None = None
 
@@ -48,6 +57,10 @@ class ExtractionResult:
         """Count ``count`` candidates not written for ``reason``."""
         if count:
             self.dropped[reason] = self.dropped.get(reason, 0) + count
+
+    def refuse_update(self, reason: str) -> None:
+        """Count one ``update`` not written for ``reason``."""
+        self.refused_updates[reason] = self.refused_updates.get(reason, 0) + 1
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,13 @@ Rules:
   ids, other people's e-mail addresses and phone numbers) run on both texts before the
   ``INSERT``; what they find is replaced by its marker (``[REDACTED:secret]``...). The user's
   own contacts (their id when it is an e-mail address, what the message declares) stay.
-* **One statement per turn**: :func:`record_episode` writes one ``INSERT`` into ``dbm_episodes``
-  (the full-text index follows in the same statement: SQLite's triggers, PostgreSQL's generated
-  column, InnoDB's and Oracle Text's own index), plus its content-free ``episode_add`` audit
-  event.
+* **One statement per turn**: :func:`record_episode` writes one ``INSERT ... SELECT`` into
+  ``dbm_episodes`` that inserts nothing while the memory switch is off or the user opted out (so
+  the switches are read by the write itself); the full-text index follows in the same statement
+  (SQLite's triggers, PostgreSQL's generated column, InnoDB's and Oracle Text's own index) and
+  so does its content-free ``episode_add`` audit event (the trigger ``dbm_episodes_audit_ai``
+  of revision 0008, actor ``turn``). Oracle reads the two switches first (its ``INSERT ...
+  SELECT`` returns no id).
 * **Privacy as the profile's**: nothing is written while the user's memory switch is off or the
   user opted out (:func:`dbmemory.profile.set_user_memory_enabled`); :func:`delete_episodes`
   (called by the opt-out and by :func:`dbmemory.items.forget_user`) deletes them all. Audit
@@ -43,6 +46,8 @@ from dbmemory.core.keys import validate_component
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import EPISODE_SEARCH_TABLE
 from dbmemory.db.schema import episodes as _ep
+from dbmemory.db.schema import memory_switches as _sw
+from dbmemory.db.schema import user_settings as _us
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.items import audit
 from dbmemory.items.model import DEFAULT_ORG, check_org, user_key_of
@@ -157,10 +162,11 @@ def record_episode(
     turn_at: dt.datetime | None = None,
     retention_days: int | None = None,
     check_switches: bool = True,
-    actor: str = "turn",
     now: dt.datetime | None = None,
 ) -> int | None:
-    """Keep one exchange as an episode of ``user_id``, in the caller's transaction.
+    """Keep one exchange as an episode of ``user_id``, in the caller's transaction: one
+    ``INSERT`` (its ``episode_add`` audit event, actor ``turn``, is written by the database in
+    the same statement), plus one ``SELECT`` of the retention when ``retention_days`` is None.
 
     Args:
         conn: the caller's connection.
@@ -172,9 +178,8 @@ def record_episode(
         turn_at: the time of the turn (replays: the recorded session time); default ``now``.
         retention_days: days it lives after ``turn_at``; None: the organisation's
             ``episode_retention_days`` (one more ``SELECT``).
-        check_switches: read the memory switch and the opt-out first and write nothing when
-            either is off (False: the caller has just read them, as the turn does).
-        actor: recorded in the audit event.
+        check_switches: write nothing when the memory switch is off or the user opted out
+            (checked by the ``INSERT`` itself; False: the caller has just read them).
         now: the current time (tests); default UTC now.
 
     Returns:
@@ -186,7 +191,7 @@ def record_episode(
         InvalidScopeError: invalid user, organisation or chat id.
         StorageError: the database failed.
     """
-    check_arguments(conn=conn, actor=actor)
+    check_arguments(conn=conn)
     org = check_org(org_id)
     key = user_key_of(user_id)
     for name, value in (("user_text", user_text), ("assistant_text", assistant_text)):
@@ -203,36 +208,45 @@ def record_episode(
     if not user_text.strip() and not assistant_text.strip():
         return None
     user, reply, _hits = scrub_episode_text(user_id, user_text, assistant_text)
+    text = user + "\n" + reply
     try:
-        if check_switches and not episode_memory_allowed(conn, user_id, org_id=org):
-            return None
         days = retention_days if retention_days is not None else get_org_settings(conn, org).episode_retention_days
+        if check_switches and conn.dialect.name == "oracle":
+            if not episode_memory_allowed(conn, user_id, org_id=org):  # no INSERT ... SELECT id there
+                return None
+            check_switches = False
     except sa.exc.SQLAlchemyError as exc:
         raise translate_db_error(exc, "reading the memory switches") from exc
-    text = user + "\n" + reply
+    row = {
+        "org_id": org, "user_key": key, "chat_id": chat_id, "turn_at": when, "episode_text": text,
+        "user_chars": len(user), "char_count": len(text), "retention_class": EPISODE_CLASS,
+        "created_at": now, "expires_at": when + dt.timedelta(days=days),
+    }
     with write_unit(conn, "keeping a conversation episode"):
-        result = conn.execute(
-            sa.insert(_ep).values(
-                org_id=org,
-                user_key=key,
-                chat_id=chat_id,
-                turn_at=when,
-                episode_text=text,
-                user_chars=len(user),
-                char_count=len(text),
-                retention_class=EPISODE_CLASS,
-                created_at=now,
-                expires_at=when + dt.timedelta(days=days),
-            )
-        )
+        return _insert_episode(conn, row, key, check_switches)
+
+
+def _insert_episode(conn: Connection, row: dict[str, Any], key: str, check_switches: bool) -> int | None:
+    """The one ``INSERT`` of an episode (the trigger of revision 0008 writes its ``episode_add``
+    audit event); with ``check_switches`` an ``INSERT ... SELECT`` that inserts nothing while the
+    memory switch is off or the user opted out. The new id, or None."""
+    if not check_switches:
+        result = conn.execute(sa.insert(_ep).values(**row))
         new_key = result.inserted_primary_key
         assert new_key is not None  # an INSERT of one row always has it
-        episode_id = int(new_key[0])
-        audit.record(
-            conn, "episode_add", actor=actor, org_id=org, user_key=key, after=len(text),
-            detail=f"episode {episode_id}", now=now,
-        )
-    return episode_id
+        return int(new_key[0])
+    switch_off = sa.exists().where(
+        _sw.c.org_id == row["org_id"], _sw.c.user_key == key, _sw.c.memory_on == sa.false()
+    )
+    opted_out = sa.exists().where(_us.c.user_key == key, _us.c.memory_enabled == sa.false())
+    source = sa.select(
+        *(sa.literal(value, type_=_ep.c[name].type).label(name) for name, value in row.items())
+    ).where(~switch_off, ~opted_out)
+    stmt = sa.insert(_ep).from_select(list(row), source)
+    if conn.dialect.insert_returning:
+        return conn.execute(stmt.returning(_ep.c.episode_id)).scalar_one_or_none()
+    result = conn.execute(stmt)  # MySQL/MariaDB: the id the server reports with the insert
+    return int(result.lastrowid) if result.rowcount == 1 and result.lastrowid else None
 
 
 def list_episodes(

@@ -22,8 +22,10 @@ transactions of its own (none is open during a model call). Steps:
    a text, so what is written is what the scrub and the detectors passed.
 4. **Reconcile**: a candidate whose normalised text (:func:`~dbmemory.items.extract_prompts.normalise`)
    equals a live item's is the ``same`` item (no model call); the others go to one model call
-   that answers ``new``, ``same`` or ``update`` per fact. An ``update`` replaces that item's text
-   (kind kept), so contradictory items never coexist. A fact the model leaves undecided, or all of
+   that answers ``new``, ``same`` or ``update`` per fact. An ``update`` replaces an auto item's
+   text, so contradictory auto items never coexist; an extraction never rewrites a ``manual``
+   item (what the user or an admin wrote): that fact is added as an auto item beside it and the
+   refused update counted (``refused_updates``, reason ``manual_item``). A fact the model leaves undecided, or all of
    them when that call fails, is not written (never risk a contradiction).
 5. **Write** in one transaction, after locking the switch row: nothing when the switch is off
    now or the forget mark changed (the user was forgotten, :func:`dbmemory.items.forget_user`,
@@ -375,6 +377,8 @@ def extract_items(
         counters.written("evicted", result.evicted)
         for reason, count in result.dropped.items():
             counters.dropped(reason, count)
+        for reason, count in result.refused_updates.items():
+            counters.update_refused(reason, count)
     if summarize and result.outcome in ("written", "nothing"):
         result.summary = fold_items(
             engine, org_id=org_id, user_id=user_id, complete=complete, model=model,

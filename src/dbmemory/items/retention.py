@@ -9,6 +9,14 @@ The rules (the SQL jobs repeat them; a test runs both):
 1. **Expiry**: a live item whose ``expires_at`` is at or before now is soft-deleted
    (``deleted_at`` = now, one ``item_expire`` audit event each). It stays restorable during the
    grace period like any deleted item.
+
+   **Folded first** (:func:`held_rule`): an *auto* item that the profile consolidation has not
+   folded yet (changed after its user's ``summary`` mark in ``dbm_item_marks``, or no mark:
+   :mod:`dbmemory.items.summary`) is not expired; it waits, out of the injected memory, for its
+   owner's next turn, whose fold takes it (it is due), and the next run expires it. The wait
+   ends after the organisation's ``grace_days`` past its ``expires_at`` (a user without a turn
+   for that long, or whose memory switch is off: the item then expires unfolded), so nothing
+   is kept longer than its class's retention plus the grace period.
 2. **Purge**: a soft-deleted item whose ``deleted_at`` is at or before now minus its
    organisation's ``grace_days`` (default 30) is deleted for good (one ``item_purge`` audit
    event each, sizes only).
@@ -30,6 +38,7 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.dialect.expiry import batch_isolation, lock_expiry_candidates
+from dbmemory.db.schema import item_marks as _mk
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import org_settings as _os
 from dbmemory.items import audit
@@ -39,7 +48,9 @@ from dbmemory.store.units import resolved_transaction, write_unit
 
 __all__ = [
     "BATCH",
+    "SUMMARY_MARK",
     "expire_rule",
+    "held_rule",
     "purge_rule",
     "expire_items",
     "purge_deleted",
@@ -50,13 +61,46 @@ __all__ = [
 BATCH = 1000
 """Items per batch (Oracle's IN-list limit)."""
 
+SUMMARY_MARK = "summary"
+"""``dbm_item_marks.mark_key`` of a user's last profile summary fold (:mod:`dbmemory.items.summary`)."""
+
 _SELECT_COLUMNS = (_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
 
 
-def expire_rule(now: Any) -> sa.ColumnElement[bool]:
-    """SQL: the item expires at ``now``."""
+def _org_days_rule(column: Any, now: dt.datetime, groups: dict[int, list[str]]) -> sa.ColumnElement[bool]:
+    """SQL: ``column`` is after ``now`` minus the item's organisation's ``grace_days``
+    (``groups``: organisations with their own value, by value; the others take the default)."""
+    default = int(DEFAULTS["grace_days"])
+    own = sa.exists().where(_os.c.org_id == _it.c.org_id, _os.c.setting_name == "grace_days")
+    branches = [sa.and_(~own, column > now - dt.timedelta(days=default))]
+    for days, orgs in groups.items():
+        for i in range(0, len(orgs), BATCH):
+            branches.append(
+                sa.and_(_it.c.org_id.in_(orgs[i : i + BATCH]), column > now - dt.timedelta(days=days))
+            )
+    return sa.or_(*branches)
+
+
+def held_rule(now: dt.datetime, groups: dict[int, list[str]]) -> sa.ColumnElement[bool]:
+    """SQL: an auto item not folded into its user's profile yet (``updated_at`` after the user's
+    ``summary`` mark, or no mark), whose ``expires_at`` is less than its organisation's
+    ``grace_days`` before ``now``: the expiry waits for the fold (module doc)."""
+    folded = sa.exists().where(
+        _mk.c.org_id == _it.c.org_id,
+        _mk.c.user_key == _it.c.user_key,
+        _mk.c.mark_key == SUMMARY_MARK,
+        _mk.c.marked_at >= _it.c.updated_at,
+    )
+    return sa.and_(_it.c.item_kind == "auto", ~folded, _org_days_rule(_it.c.expires_at, now, groups))
+
+
+def expire_rule(now: dt.datetime, groups: dict[int, list[str]]) -> sa.ColumnElement[bool]:
+    """SQL: the item expires at ``now`` (``groups``: see :func:`held_rule`)."""
     return sa.and_(
-        _it.c.deleted_at.is_(None), _it.c.expires_at.is_not(None), _it.c.expires_at <= now
+        _it.c.deleted_at.is_(None),
+        _it.c.expires_at.is_not(None),
+        _it.c.expires_at <= now,
+        ~held_rule(now, groups),
     )
 
 
@@ -104,8 +148,10 @@ def _gone(conn: Connection, rows: list[Any], still: sa.ColumnElement[bool]) -> l
     return [r for r in rows if int(r.item_id) not in left]
 
 
-def _expire_batch(conn: Connection, now: dt.datetime, org: str | None, actor: str) -> tuple[int, int]:
-    rule = expire_rule(now)
+def _expire_batch(
+    conn: Connection, now: dt.datetime, org: str | None, actor: str, groups: dict[int, list[str]]
+) -> tuple[int, int]:
+    rule = expire_rule(now, groups)
     if org is not None:
         rule = sa.and_(rule, _it.c.org_id == org)
     rows = _candidates(conn, rule)
@@ -114,10 +160,10 @@ def _expire_batch(conn: Connection, now: dt.datetime, org: str | None, actor: st
     ids = [int(r.item_id) for r in rows]
     conn.execute(
         sa.update(_it)
-        .where(_it.c.item_id.in_(ids), expire_rule(now))
+        .where(_it.c.item_id.in_(ids), expire_rule(now, groups))
         .values(deleted_at=now, version_no=_it.c.version_no + 1)
     )
-    done = _gone(conn, rows, expire_rule(now))
+    done = _gone(conn, rows, expire_rule(now, groups))
     audit.record_many(
         conn,
         [
@@ -192,8 +238,9 @@ def expire_items(
     now = _v.check_now(now) or utcnow()
     total = 0
     with write_unit(conn, "expiring memory items"):
+        groups = _grace_groups(conn, org)
         while True:
-            seen, done = _expire_batch(conn, now, org, actor)
+            seen, done = _expire_batch(conn, now, org, actor, groups)
             total += done
             if seen < BATCH or not done:
                 return total

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -20,7 +21,9 @@ from sqlalchemy.engine import Connection
 
 from dbmemory.db.schema import item_marks as _mk
 from dbmemory.errors import ConflictError, NotFoundError
+from dbmemory.items.changes import MANUAL_ITEM
 from dbmemory.items.model import check_org, user_key_of
+from dbmemory.items.retention import SUMMARY_MARK
 from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
 from dbmemory.items.store import add_item, edit_item, enforce_auto_item_limit, list_items
 from dbmemory.items.usage import mark_items_used
@@ -30,7 +33,6 @@ if TYPE_CHECKING:
     from dbmemory.items.changes import Change, ExtractionResult
 
 __all__ = [
-    "SUMMARY_MARK",
     "chat_mark",
     "load_settings",
     "memory_on",
@@ -47,9 +49,6 @@ __all__ = [
     "mark_insert_stmt",
     "mark_set_stmt",
 ]
-
-SUMMARY_MARK = "summary"
-"""Mark key of the last profile summary fold."""
 
 EXTRACTION_ACTOR = "extraction"
 """Actor of the audit events the extraction writes."""
@@ -160,7 +159,9 @@ def apply_changes(
     """Write the planned changes in the caller's transaction (see :mod:`dbmemory.items.extract`,
     step 5): ``same`` items are marked used first (so the LRU rule never evicts them), updates
     are compare-and-set on the version read (a changed or deleted item drops the fact as
-    ``conflict``), then room is made for the new facts and they are added as auto items.
+    ``conflict``), then room is made for the new facts and they are added as auto items. An
+    update of a ``manual`` item is never written: the fact is added as a new auto item beside
+    it, counted in ``result.refused_updates`` (:data:`~dbmemory.items.changes.MANUAL_ITEM`).
 
     First the user's switch row is locked (:func:`~dbmemory.items.settings.lock_user`) and
     read again: the extraction checked it before its model call, and a user who switched
@@ -180,23 +181,28 @@ def apply_changes(
         return "user forgotten"
     same = [c.item for c in changes if c.action == "same"]
     if same:
-        mark_items_used(conn, [i.item_id for i in same], now=now)
+        mark_items_used(conn, [i.item_id for i in same], now=now, user_id=user_id)
         result.same.extend(i.item_id for i in same)
+    beside: list[Change] = []
     for change in changes:
         if change.action != "update":
             continue
         item = change.item
-        confidence = change.confidence if item.kind == "auto" else None
+        if item.kind != "auto":  # what the user (or an admin) wrote is never rewritten
+            result.refuse_update(MANUAL_ITEM)
+            beside.append(replace(change, action="add", item=None))
+            continue
         try:
             edited = edit_item(
-                conn, user_id, item.item_id, change.text, org_id=org_id, confidence=confidence,
-                expected_version=item.version, actor=EXTRACTION_ACTOR, now=now,
+                conn, user_id, item.item_id, change.text, org_id=org_id,
+                confidence=change.confidence, expected_version=item.version,
+                actor=EXTRACTION_ACTOR, now=now,
             )
         except (ConflictError, NotFoundError):
             result.drop("conflict")
             continue
         result.updated.append(edited.item_id)
-    new = [c for c in changes if c.action == "add"]
+    new = [c for c in changes if c.action == "add"] + beside
     if not new:
         return None
     result.evicted += enforce_auto_item_limit(
@@ -221,12 +227,20 @@ def changed_at(item: Any) -> dt.datetime:
 
 
 def items_since_fold(conn: Connection, org_id: str, user_id: str, *, now: dt.datetime | None) -> list[Any]:
-    """Live items changed after the last summary fold (all of them before the first fold)."""
+    """Items changed after the last summary fold (all of them before the first fold): the live
+    ones and the auto items past their ``expires_at`` that the expiry has not soft-deleted (it
+    waits for their fold: :func:`dbmemory.items.retention.held_rule`)."""
     key = user_key_of(user_id)
     row = conn.execute(mark_select_stmt(org_id, key, SUMMARY_MARK)).first()
     since = _EPOCH if row is None or row[0] is None else _aware(row[0])
     when = now or dt.datetime.now(dt.timezone.utc)
-    return [i for i in list_items(conn, user_id, org_id=org_id, now=when) if changed_at(i) > since]
+    return [
+        i
+        for i in list_items(conn, user_id, org_id=org_id, include_deleted=True, now=when)
+        if i.deleted_at is None
+        and changed_at(i) > since
+        and (i.kind == "auto" or i.expires_at is None or _aware(i.expires_at) > when)
+    ]
 
 
 def set_fold_mark(conn: Connection, org_id: str, user_id: str, when: dt.datetime) -> None:

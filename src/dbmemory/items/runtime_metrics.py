@@ -9,6 +9,9 @@ registry of the :class:`~dbmemory.profile.metrics.ProfileMetrics` passed), names
 * ``dbmemory_items_extraction_duration_seconds``
 * ``dbmemory_items_written_total{action}``: ``added``, ``updated``, ``same``, ``evicted``
 * ``dbmemory_items_dropped_total{reason}``: candidates not written, reason in :data:`DROP_REASONS`
+* ``dbmemory_items_update_refused_total{reason}``: ``update`` decisions not written, reason in
+  :data:`REFUSED_UPDATE_REASONS` (``manual_item``: an extraction never rewrites a manual item;
+  the fact is added as an auto item beside it, counted in ``written{action="added"}``)
 * ``dbmemory_items_model_call_errors_total{purpose}``: purpose ``extract``, ``scrub``,
   ``decide``, ``embed``
 * ``dbmemory_items_summary_total{outcome}``: profile summary folds by the consolidation outcome
@@ -23,6 +26,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from dbmemory.items.changes import MANUAL_ITEM
 from dbmemory.profile.metrics import MetricOptions, default_metrics
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "EXTRACTION_OUTCOMES",
     "DROP_REASONS",
     "WRITE_ACTIONS",
+    "REFUSED_UPDATE_REASONS",
 ]
 
 EXTRACTION_OUTCOMES = (
@@ -41,6 +46,7 @@ DROP_REASONS = (
     "decide_error", "conflict", "limit",
 )
 WRITE_ACTIONS = ("added", "updated", "same", "evicted")
+REFUSED_UPDATE_REASONS = (MANUAL_ITEM,)
 _PURPOSES = ("extract", "scrub", "decide", "embed")
 _SUMMARY = ("noop", "unchanged", "updated", "rejected", "scrub_veto", "conflict", "disabled", "error")
 _MODES = ("none", "all", "ranked", "fallback")
@@ -63,6 +69,10 @@ class ItemMetrics:
         )
         self.written_total = Counter("written", "Item writes by extraction, by action.", ["action"], **common)
         self.dropped_total = Counter("dropped", "Candidate facts not written, by reason.", ["reason"], **common)
+        self.update_refused_total = Counter(
+            "update_refused", "Update decisions of an extraction not written, by reason.",
+            ["reason"], **common,
+        )
         self.model_errors = Counter(
             "model_call_errors", "Failed model calls of the item pipeline.", ["purpose"], **common
         )
@@ -86,6 +96,11 @@ class ItemMetrics:
         """Count candidates not written."""
         if count:
             self.dropped_total.labels(_closed(reason, DROP_REASONS)).inc(count)
+
+    def update_refused(self, reason: str, count: int = 1) -> None:
+        """Count ``update`` decisions not written."""
+        if count:
+            self.update_refused_total.labels(_closed(reason, REFUSED_UPDATE_REASONS)).inc(count)
 
     def model_error(self, purpose: str) -> None:
         """Count a failed model call."""

@@ -15,10 +15,14 @@ model's tokenizer, :func:`dbmemory.profile.tokens.count_tokens`) as one block:
 ```
 
 Rules: hits are taken best first while they fit (a hit that does not fit is left out, never
-cut); the chosen episodes are then grouped by chat and day, one header line per group carrying
-the turn's date, turns in time order; each turn is **one line** (the user's text, then the
-answer, cut at :data:`MAX_REPLY_CHARS`); relative dates in a turn ("yesterday", "last week",
-"3 days ago"...) get the date they meant in brackets, computed from the turn's date. The text
+cut; a hit costs its rendered line, plus its header line when its group is new, so a turn
+under a header already chosen costs only its line); the chosen episodes are then grouped by
+chat and day, one header line per group carrying the turn's date, turns in time order; each
+turn is **one line** (the user's text, then the answer, cut at :data:`MAX_REPLY_CHARS`);
+relative dates in a turn get what they meant in brackets, computed from the turn's date and
+as precise as the words are (:func:`ground_dates`: "yesterday (7 May 2023)", "last week (the
+week before 8 May 2023)", "last Friday (the Friday before 8 May 2023)", "last month (April
+2023)"). The text
 is defused like the other blocks (:func:`dbmemory.items.inject.defuse`), so quoted text cannot
 close the delimiters.
 """
@@ -99,21 +103,18 @@ class SearchBlock:
         return [{"source": h.source, "ref": h.ref, "label": h.label()} for h in self.hits]
 
 
-_RELATIVE: tuple[tuple[re.Pattern[str], Any], ...] = (
-    (re.compile(r"\byesterday\b", re.I), lambda d, m: d - dt.timedelta(days=1)),
-    (re.compile(r"\btoday\b|\btonight\b|\bthis morning\b", re.I), lambda d, m: d),
-    (re.compile(r"\btomorrow\b", re.I), lambda d, m: d + dt.timedelta(days=1)),
-    (re.compile(r"\b(\d{1,2}|a|one|two|three|four|five|six) days? ago\b", re.I), "days"),
-    (re.compile(r"\b(\d{1,2}|a|one|two|three|four) weeks? ago\b", re.I), "weeks"),
-    (re.compile(r"\blast (week|weekend)\b", re.I), lambda d, m: d - dt.timedelta(days=7)),
-    (re.compile(r"\blast month\b", re.I), lambda d, m: (d.replace(day=1) - dt.timedelta(days=1))),
-    (re.compile(r"\blast year\b", re.I), lambda d, m: d.replace(year=d.year - 1, day=min(d.day, 28))),
+_NUMBER = r"\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|few|couple of"
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10,
+}
+_RELATIVE_DATE = re.compile(
+    r"\b(?:(?P<day>yesterday|today|tonight|this morning|tomorrow)"
+    rf"|(?P<n>{_NUMBER}) (?P<unit>days?|weeks?|weekends?|months?|years?) ago"
+    r"|(?P<which>last|this|next) (?P<span>week|weekend|month|year|" + "|".join(_WEEKDAYS) + r"))\b",
+    re.I,
 )
-_NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-
-
-def _count(text: str) -> int:
-    return _NUMBERS.get(text.lower()) or int(text)
 
 
 def long_date(day: dt.date) -> str:
@@ -121,38 +122,56 @@ def long_date(day: dt.date) -> str:
     return f"{day.day} {day:%B %Y}"
 
 
-def _when(rule: Any, day: dt.date, match: re.Match[str]) -> str:
-    if rule == "days":
-        return long_date(day - dt.timedelta(days=_count(match.group(1))))
-    if rule == "weeks":
-        return "week of " + long_date(day - dt.timedelta(weeks=_count(match.group(1))))
-    value: dt.date = rule(day, match)
-    word = match.group(0).lower()
-    if "month" in word:
-        return value.strftime("%B %Y")
-    if "year" in word:
-        return str(value.year)
-    if "week" in word:
-        return "week of " + long_date(value)
-    return long_date(value)
+def _month(day: dt.date, shift: int) -> str:
+    index = day.year * 12 + day.month - 1 + shift
+    return dt.date(index // 12, index % 12 + 1, 1).strftime("%B %Y")
 
 
-_ANY_RELATIVE = re.compile(r"yesterday|today|tonight|morning|tomorrow|\bago\b|\blast\b", re.I)
+def _meant(m: re.Match[str], day: dt.date) -> str | None:
+    """What the relative date of ``m`` meant on ``day``, as precise as the words are: a day
+    when they name one ("yesterday" → ``7 May 2023``), a month or a year when they name one,
+    else the span relative to the day ("last week" → ``the week before 8 May 2023``)."""
+    said = long_date(day)
+    word = (m.group("day") or "").lower()
+    if word:
+        shift = {"yesterday": -1, "tomorrow": 1}.get(word, 0)
+        return long_date(day + dt.timedelta(days=shift))
+    if m.group("n"):
+        spoken, unit = m.group("n").lower(), m.group("unit").lower().rstrip("s")
+        n = int(spoken) if spoken.isdigit() else _NUMBERS.get(spoken)
+        if n is None:  # "a few", "a couple of": as vague as said
+            return f"{spoken} {unit}s before {said}"
+        if unit == "day":
+            return long_date(day - dt.timedelta(days=n))
+        if unit == "month":
+            return _month(day, -n)
+        if unit == "year":
+            return str(day.year - n)
+        return f"the {unit} before {said}" if n == 1 else f"{spoken} {unit}s before {said}"
+    which, span = m.group("which").lower(), m.group("span").lower()
+    shift = {"last": -1, "this": 0, "next": 1}[which]
+    if span == "month":
+        return _month(day, shift)
+    if span == "year":
+        return str(day.year + shift)
+    name = span.capitalize() if span in _WEEKDAYS else span
+    if which == "this":
+        return None if span in _WEEKDAYS else f"the {name} of {said}"
+    return f"the {name} {'before' if shift < 0 else 'after'} {said}"
 
 
 def ground_dates(text: str, day: dt.date) -> str:
-    """``text`` with each relative date followed by the date it meant on ``day``:
-    ``"yesterday"`` → ``"yesterday (7 May 2023)"`` (also today, tomorrow, N days/weeks ago,
-    last week/weekend/month/year)."""
-    if _ANY_RELATIVE.search(text) is None:
-        return text
-    for pattern, rule in _RELATIVE:
+    """``text`` with each relative date followed by what it meant on ``day``, as precise as
+    the words are (:func:`_meant`): ``"yesterday"`` → ``"yesterday (7 May 2023)"``, ``"3 days
+    ago (5 May 2023)"``, ``"last week (the week before 8 May 2023)"``, ``"last Friday (the
+    Friday before 8 May 2023)"``, ``"two weekends ago (two weekends before 8 May 2023)"``,
+    ``"last month (April 2023)"``, ``"next year (2024)"``."""
 
-        def grounded(m: re.Match[str], rule: Any = rule) -> str:
-            return f"{m.group(0)} ({_when(rule, day, m)})"
+    def grounded(m: re.Match[str]) -> str:
+        meant = _meant(m, day)
+        return m.group(0) if meant is None else f"{m.group(0)} ({meant})"
 
-        text = pattern.sub(grounded, text)
-    return text
+    return _RELATIVE_DATE.sub(grounded, text)
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -160,11 +179,11 @@ def _one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def _turn_line(hit: SearchHit, ground: bool = True) -> str:
+def _turn_line(hit: SearchHit) -> str:
     day = hit.when.date() if hit.when else None
     user = _one_line(hit.user_text or "", MAX_USER_CHARS)
     reply = _one_line(hit.assistant_text or "", MAX_REPLY_CHARS)
-    if day is not None and ground:
+    if day is not None:
         user, reply = ground_dates(user, day), ground_dates(reply, day)
     return f"- user: {user}" + (f" | assistant: {reply}" if reply else "")
 
@@ -176,11 +195,10 @@ def _header(hit: SearchHit) -> str:
     return f"[{long_date(day)}" + (f", chat {hit.chat_id}]" if hit.chat_id else "]")
 
 
-def _hit_lines(hit: SearchHit, ground: bool = True) -> list[str]:
-    """The lines of one hit (``ground=False``: relative dates left as they are, for the cost
-    estimate; the grounding adds a few tokens, covered by the margin and the final check)."""
+def _hit_lines(hit: SearchHit) -> list[str]:
+    """The lines of one hit as rendered: an episode's header and turn line, another hit's line."""
     if hit.source == "episode":
-        return [_header(hit), _turn_line(hit, ground)]
+        return [_header(hit), _turn_line(hit)]
     return [f"{hit.label()} {_one_line(hit.snippet, MAX_USER_CHARS)}"]
 
 
@@ -232,18 +250,25 @@ def render_search_block(
         ``(text, chosen hits, tokens of text)``; ``("", [], 0)`` when none fits.
     """
     overhead = count_tokens(_wrap(""), model)
-    used = overhead
     chosen: list[SearchHit] = []
+    headers: set[str] = set()
+    used = overhead
     seen = ""
     for hit in hits:
         if max_tokens - used < 16:  # nothing useful fits any more
             break
         if _covered(hit, seen):
             continue
-        cost = count_tokens("\n".join(_hit_lines(hit, ground=False)), model) + 4
+        lines = _hit_lines(hit)
+        cost = count_tokens(lines[-1], model) + 1
+        header = lines[0] if len(lines) > 1 else None
+        if header is not None and header not in headers:
+            cost += count_tokens(header, model) + 1
         if used + cost > max_tokens:
             continue
         chosen.append(hit)
+        if header is not None:
+            headers.add(header)
         seen += "\n" + "\n".join(_pieces(hit))
         used += cost
     while chosen:
@@ -251,7 +276,7 @@ def render_search_block(
         tokens = count_tokens(text, model)
         if tokens <= max_tokens:
             return text, chosen, tokens
-        chosen.pop()  # the grouping's joins counted differently: drop the weakest hit
+        chosen.pop()  # the joins counted differently: drop the weakest hit
     return "", [], 0
 
 

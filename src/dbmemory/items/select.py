@@ -149,7 +149,7 @@ def _index(texts: tuple[str, ...]) -> Any:
             return found[0]
     import bm25s  # optional dependency (items extra), imported on use
 
-    corpus = bm25s.tokenize(list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
+    corpus = _corpus_tokens(texts)
     retriever = None
     if any(corpus):
         retriever = bm25s.BM25()
@@ -176,6 +176,21 @@ def _stopwords() -> frozenset[str]:
 
         _STOPWORDS.append(frozenset(STOPWORDS_EN))
     return _STOPWORDS[0]
+
+
+def _corpus_tokens(texts: Sequence[str]) -> list[list[str]]:
+    """``texts`` tokenised exactly as ``bm25s.tokenize(texts, stopwords="en", stemmer=...,
+    return_ids=False)`` does (its default token pattern, lower case, its English stop words,
+    each distinct word stemmed once), without its per-text rebuilding of the stop-word set and
+    its progress-bar machinery (the cost of ranking a search's candidates per turn)."""
+    stop = _stopwords()
+    docs = [[w for w in _WORD.findall(text.lower()) if w not in stop] for text in texts]
+    stem = _stemmer()
+    if stem is None:
+        return docs
+    words = list(dict.fromkeys(w for doc in docs for w in doc))
+    stems = dict(zip(words, stem(words), strict=True)) if words else {}
+    return [[stems[w] for w in doc] for doc in docs]
 
 
 def _query_tokens(query: str) -> list[str]:

@@ -51,10 +51,11 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.db.dialect.base import locks_by_update
 from dbmemory.db.dialect.errors import translate_db_error
+from dbmemory.db.dialect.writes import mysql_snapshot_reads
 from dbmemory.db.schema import items as _it
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import org_settings as _os
-from dbmemory.errors import DbMemoryError, InvalidArgumentError
+from dbmemory.errors import ConflictError, DbMemoryError, InvalidArgumentError
 from dbmemory.items import audit
 from dbmemory.items.model import (
     DEFAULT_ORG,
@@ -378,6 +379,59 @@ def lock_user(conn: Connection, org: str, user_key: str, now: dt.datetime) -> bo
             pass  # created concurrently: lock it below
         row = conn.execute(stmt).first()
     return row is None or bool(row[0])
+
+
+def _insert_switch_row(conn: Connection, org: str, user_key: str, now: dt.datetime) -> bool:
+    """Insert the user's switch row (on) in a savepoint; False when it exists already."""
+    try:
+        with conn.begin_nested():
+            conn.execute(sa.insert(_sw).values(org_id=org, user_key=user_key, memory_on=True, updated_at=now))
+    except sa.exc.IntegrityError:
+        return False
+    return True
+
+
+def lock_user_to_count(conn: Connection, org: str, user_key: str, now: dt.datetime) -> None:
+    """:func:`lock_user` for a writer that counts the user's rows under the lock (the auto-item
+    limit), so that the count sees every commit of the lock's previous holders.
+
+    PostgreSQL's lock is an ``UPDATE`` (a snapshot that waited for it fails with a serialization
+    error); READ COMMITTED reads are current. At MySQL/MariaDB REPEATABLE READ
+    (:func:`dbmemory.db.dialect.writes.mysql_snapshot_reads`) a plain read after the lock still
+    answers from the transaction's snapshot, so there the switch row is a version stamp: its
+    ``updated_at`` as the snapshot sees it must be the one the locking read sees, else a writer
+    committed after the snapshot was taken and the count would miss its rows (refused like
+    PostgreSQL's: :class:`~dbmemory.errors.ConflictError` code ``serialization_failure``,
+    nothing written); then it moves on by at least a microsecond (``DATETIME(6)``), so the next
+    holder's check sees this write. No locking read of the counted rows: their next-key locks
+    would make writers of neighbouring users deadlock.
+
+    Raises:
+        ConflictError: the transaction's snapshot predates another writer's commit (roll back
+            and retry the whole transaction).
+    """
+    if not mysql_snapshot_reads(conn):
+        lock_user(conn, org, user_key, now)
+        return
+    key = sa.and_(_sw.c.org_id == org, _sw.c.user_key == user_key)
+    stamp = sa.select(_sw.c.updated_at).where(key)
+    seen = conn.execute(stamp).scalar_one_or_none()  # the snapshot's
+    # a row the snapshot does not hold is inserted, not locked first: a locking read of a
+    # missing key takes a gap lock, and first writers of neighbouring users would deadlock
+    if seen is None and _insert_switch_row(conn, org, user_key, now):
+        return
+    current = conn.execute(stamp.with_for_update()).scalar_one_or_none()
+    if current != seen:  # also: created, or deleted by a forget, after the snapshot was taken
+        raise ConflictError(
+            "counting the user's memory items was refused: another writer changed them after "
+            "the caller's transaction took its snapshot (REPEATABLE READ), so the auto-item "
+            "limit could not be checked against what is committed. Nothing was written. Roll "
+            "back and retry the whole transaction: retrying inside the same transaction fails again",
+            code="serialization_failure",
+        )
+    assert current is not None  # None here would differ from the row the snapshot saw
+    bumped = now if now > current else current + dt.timedelta(microseconds=1)
+    conn.execute(sa.update(_sw).where(key).values(updated_at=bumped))
 
 
 def set_memory_switch(

@@ -16,7 +16,11 @@ Rules:
 * At most :data:`~dbmemory.items.model.MAX_AUTO_ITEMS` live auto items per user: adding one
   more soft-deletes the least recently used auto item (``item_evict``); manual items never give
   way. Writers that check the count lock the user's switch row first, so two extractions of
-  one user cannot both pass the limit.
+  one user cannot both pass the limit, and the count sees what the previous holder committed
+  at every isolation level (:func:`~dbmemory.items.settings.lock_user_to_count`): at
+  PostgreSQL's and MySQL/MariaDB's REPEATABLE READ (and PostgreSQL's SERIALIZABLE) a writer
+  whose snapshot predates the previous holder's commit is refused with a
+  :class:`~dbmemory.errors.ConflictError` (code ``serialization_failure``) and writes nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from dbmemory.items.model import (
     user_key_of,
 )
 from dbmemory.items.retention import purge_deleted
-from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user
+from dbmemory.items.settings import OrgSettings, get_org_settings, lock_user_to_count
 from dbmemory.store.units import write_unit
 
 __all__ = [
@@ -126,8 +130,15 @@ def _lock_item(conn: Connection, org: str, key: str, item_id: int) -> Any:
     return row
 
 
-def _reread(conn: Connection, item_id: int) -> Item:
-    return to_item(conn.execute(sa.select(_it).where(_it.c.item_id == item_id)).one())
+def _reread(conn: Connection, org: str, key: str, item_id: int) -> Item:
+    """The item as written, addressed by its user and id (the shard key first: docs/scaling.md)."""
+    return to_item(conn.execute(sa.select(_it).where(_mine(org, key), _it.c.item_id == item_id)).one())
+
+
+def _mine(org: str, key: str) -> sa.ColumnElement[bool]:
+    """The rows of one user of one organisation: every per-user statement names its user, so
+    each stays on the user's shard when the items are distributed by ``user_key``."""
+    return sa.and_(_it.c.org_id == org, _it.c.user_key == key)
 
 
 def add_item(
@@ -208,7 +219,7 @@ def add_item(
             conn, "item_add", actor=actor, org_id=org, user_key=key, item_id=item_id,
             before=None, after=len(body), detail=f"kind={kind} class={cls}", now=now,
         )
-        return _reread(conn, item_id)
+        return _reread(conn, org, key, item_id)
 
 
 def edit_item(
@@ -263,7 +274,7 @@ def edit_item(
         new_text = row.item_text if body is None else body
         conn.execute(
             sa.update(_it)
-            .where(_it.c.item_id == item_id)
+            .where(_mine(org, key), _it.c.item_id == item_id)
             .values(
                 item_text=new_text,
                 char_count=len(new_text),
@@ -280,7 +291,7 @@ def edit_item(
             conn, "item_edit", actor=actor, org_id=org, user_key=key, item_id=item_id,
             before=row.char_count, after=len(new_text), detail=detail, now=now,
         )
-        return _reread(conn, item_id)
+        return _reread(conn, org, key, item_id)
 
 
 def _soft_delete(
@@ -289,10 +300,12 @@ def _soft_delete(
     if not rows:
         return 0
     ids = [int(r.item_id) for r in rows]
+    owners = {(r.org_id, r.user_key) for r in rows}
+    mine = _mine(*owners.pop()) if len(owners) == 1 else sa.true()  # one user: its shard
     for chunk in (ids[i : i + 1000] for i in range(0, len(ids), 1000)):
         conn.execute(
             sa.update(_it)
-            .where(_it.c.item_id.in_(chunk), _it.c.deleted_at.is_(None))
+            .where(mine, _it.c.item_id.in_(chunk), _it.c.deleted_at.is_(None))
             .values(deleted_at=now, version_no=_it.c.version_no + 1)
         )
     audit.record_many(
@@ -333,7 +346,7 @@ def delete_item(
         if row.deleted_at is not None:
             raise NotFoundError(f"memory item {item_id} is already deleted", code="item_deleted")
         _soft_delete(conn, [row], "item_delete", actor, now)
-        return _reread(conn, item_id)
+        return _reread(conn, org, key, item_id)
 
 
 def restore_item(
@@ -368,7 +381,7 @@ def restore_item(
             _enforce(conn, org, key, MAX_AUTO_ITEMS, 1, actor, now)
         conn.execute(
             sa.update(_it)
-            .where(_it.c.item_id == item_id)
+            .where(_mine(org, key), _it.c.item_id == item_id)
             .values(
                 deleted_at=None,
                 updated_at=now,
@@ -380,7 +393,7 @@ def restore_item(
             conn, "item_restore", actor=actor, org_id=org, user_key=key, item_id=item_id,
             before=0, after=int(row.char_count), now=now,
         )
-        return _reread(conn, item_id)
+        return _reread(conn, org, key, item_id)
 
 
 def clear_items(
@@ -519,7 +532,7 @@ def count_items(
 def _enforce(
     conn: Connection, org: str, key: str, limit: int, incoming: int, actor: str, now: dt.datetime
 ) -> int:
-    lock_user(conn, org, key, now)
+    lock_user_to_count(conn, org, key, now)  # the count below then sees every earlier commit
     rows = conn.execute(
         sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
         .where(

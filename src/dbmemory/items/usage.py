@@ -23,7 +23,7 @@ from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.db.schema import items as _it
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
-from dbmemory.items.model import RETENTION_CLASSES
+from dbmemory.items.model import RETENTION_CLASSES, user_key_of
 from dbmemory.items.settings import OrgSettings, get_org_settings
 from dbmemory.store.units import write_unit
 
@@ -38,6 +38,7 @@ def mark_items_used(
     *,
     now: dt.datetime | None = None,
     settings: OrgSettings | None = None,
+    user_id: str | None = None,
 ) -> int:
     """Record that items were used (injected into a conversation or returned by a search):
     ``last_used_at`` becomes ``now`` and a live item's ``expires_at`` becomes ``now`` + its
@@ -57,6 +58,10 @@ def mark_items_used(
         now: the time of the use (UTC; default: the core clock).
         settings: the items' organisation settings when the caller has them (a turn does);
             else they are read (one ``SELECT`` per organisation of the items).
+        user_id: the user whose items these are, when the caller knows it (a turn does): the
+            update then names the user too (``user_key``), so it stays on the user's shard
+            when the items are distributed (docs/scaling.md); items of another user are not
+            touched. None: by id alone.
 
     Returns:
         The number of rows whose ``last_used_at`` was set.
@@ -68,6 +73,7 @@ def mark_items_used(
         raise InvalidArgumentError(f"settings must be an OrgSettings, got {type(settings).__name__}")
     if not ids:
         return 0
+    mine = sa.true() if user_id is None else _it.c.user_key == user_key_of(user_id)
 
     def run(conn: Connection) -> int:
         total = 0
@@ -76,13 +82,13 @@ def mark_items_used(
                 orgs = {settings.org_id: settings}
             else:
                 found = conn.execute(
-                    sa.select(_it.c.org_id).where(_it.c.item_id.in_(chunk)).distinct()
+                    sa.select(_it.c.org_id).where(mine, _it.c.item_id.in_(chunk)).distinct()
                 ).scalars()
                 orgs = {org: get_org_settings(conn, org) for org in found}
             for org, org_settings in orgs.items():
                 total += conn.execute(
                     sa.update(_it)
-                    .where(_it.c.item_id.in_(chunk), _it.c.org_id == org)
+                    .where(_it.c.org_id == org, mine, _it.c.item_id.in_(chunk))
                     .values(last_used_at=now, expires_at=extended_expiry(org_settings, now))
                 ).rowcount
         return total

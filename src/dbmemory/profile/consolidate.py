@@ -55,6 +55,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dbmemory import llm
+from dbmemory.db.engine import connect
 from dbmemory.errors import ConflictError, DbMemoryError
 from dbmemory.profile import prompts
 from dbmemory.profile.answers import extract_body, first_word, is_word_answer
@@ -84,6 +85,7 @@ from dbmemory.profile.optout import forget_mark, is_user_memory_enabled, lock_us
 from dbmemory.profile.rules import enforce_rules, write_order
 from dbmemory.profile.store import read_profile, write_profile
 from dbmemory.profile.tokens import count_tokens
+from dbmemory.store.units import resolved_transaction
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -565,10 +567,16 @@ class UserMemoryPostprocessor:
 
 def _factory(target: Any) -> ConnFactory:
     """Normalise an Engine or a connection factory to a factory."""
-    begin = getattr(target, "begin", None)
-    if begin is not None and hasattr(target, "connect") and hasattr(target, "dispose"):
-        engine_begin: ConnFactory = begin  # an Engine
-        return engine_begin
+    if hasattr(target, "begin") and hasattr(target, "connect") and hasattr(target, "dispose"):
+
+        @contextmanager
+        def owned() -> Iterator[Connection]:  # an Engine: a lost COMMIT reply is looked up
+            with connect(target, "consolidating the profile") as conn, resolved_transaction(
+                conn, "saving the profile", check="load the profile"
+            ):
+                yield conn
+
+        return owned
 
     if callable(target):
 

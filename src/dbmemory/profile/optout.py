@@ -108,8 +108,9 @@ def is_user_memory_enabled(conn: Connection, user_id: str) -> bool:
     except sa.exc.DBAPIError as exc:
         # Every driver error, whatever its class: a missing table is ProgrammingError on
         # psycopg/PyMySQL, OperationalError on sqlite3, plain DatabaseError on python-oracledb
-        # (ORA-00942). Only a table known to be missing means "nobody opted out".
-        if _table_exists(conn) is False:
+        # (ORA-00942). Only a table known to be missing means "nobody opted out"; a lost
+        # connection cannot be asked.
+        if not conn.invalidated and _table_exists(conn) is False:
             return True
         raise translate_db_error(exc, "reading the memory setting") from exc
     except sa.exc.SQLAlchemyError as exc:
@@ -196,6 +197,8 @@ def lock_user_memory_enabled(conn: Connection, user_id: str) -> bool:
             with conn.begin_nested():
                 row = locked()
     except sa.exc.DBAPIError as exc:
+        if conn.invalidated:  # the connection was lost: its info is out of reach, and no table
+            raise translate_db_error(exc, "reading the memory setting") from exc  # is missing
         # as in is_user_memory_enabled: only a table known to be missing means "nobody opted out"
         if not settings_table_seen(conn) and _table_exists(conn) is False:
             return True

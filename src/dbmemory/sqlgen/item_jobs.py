@@ -7,7 +7,10 @@ Rules (mirrored from :func:`dbmemory.items.retention.expire_rule` and
 :func:`~dbmemory.items.retention.purge_rule`):
 
 1. a live item (``deleted_at IS NULL``) whose ``expires_at`` is at or before now is
-   soft-deleted (``deleted_at = now``, ``version_no + 1``) with an ``item_expire`` audit event;
+   soft-deleted (``deleted_at = now``, ``version_no + 1``) with an ``item_expire`` audit event,
+   unless it is an auto item not folded into the profile yet (``updated_at`` after its user's
+   ``summary`` mark in ``dbm_item_marks``, or none) whose ``expires_at`` is less than its
+   organisation's ``grace_days`` ago: it waits for the fold;
 2. a soft-deleted item whose ``deleted_at`` is at or before now minus its organisation's
    ``grace_days`` (``dbm_org_settings``, default
    :data:`dbmemory.items.settings.DEFAULTS` ``['grace_days']``) is deleted with an
@@ -19,7 +22,7 @@ again in the change, a ``COMMIT`` after each batch.
 
 from __future__ import annotations
 
-from dbmemory.items.retention import BATCH
+from dbmemory.items.retention import BATCH, SUMMARY_MARK
 from dbmemory.items.settings import DEFAULTS
 from dbmemory.sqlgen._common import EXPIRY_ACTOR
 
@@ -37,10 +40,15 @@ _COMMENT = (
 )
 
 
-def _expire(alias: str, now: str) -> str:
+def _expire(alias: str, now: str, dialect: str) -> str:
+    """Rule 1 with its wait for the fold (:func:`dbmemory.items.retention.held_rule`)."""
     return (
         f"{alias}.deleted_at IS NULL AND {alias}.expires_at IS NOT NULL "
-        f"AND {alias}.expires_at <= {now}"
+        f"AND {alias}.expires_at <= {now}\n"
+        f"               AND NOT ({alias}.item_kind = 'auto' AND NOT EXISTS (SELECT 1 FROM dbm_item_marks m\n"
+        f"                  WHERE m.org_id = {alias}.org_id AND m.user_key = {alias}.user_key\n"
+        f"                    AND m.mark_key = '{SUMMARY_MARK}' AND m.marked_at >= {alias}.updated_at)\n"
+        f"               AND {alias}.expires_at > {now} - {_GRACE_INTERVAL[dialect](alias)})"
     )
 
 
@@ -50,6 +58,13 @@ def _grace(alias: str, cast: str) -> str:
         f"                  WHERE s.org_id = {alias}.org_id AND s.setting_name = 'grace_days'), c_grace_days)"
     )
 
+
+_GRACE_INTERVAL = {
+    "oracle": lambda a: f"NUMTODSINTERVAL({_grace(a, 'MAX(TO_NUMBER(s.setting_value))')}, 'DAY')",
+    "postgresql": lambda a: f"make_interval(days => {_grace(a, 's.setting_value::integer')})",
+    "mysql": lambda a: f"INTERVAL {_grace(a, 'CAST(s.setting_value AS SIGNED)')} DAY",
+}
+"""The organisation's ``grace_days`` as an interval, per dialect (as the purges write it)."""
 
 _AUDIT_COLUMNS = "(org_id, user_key, item_id, action_name, actor_name, chars_before, chars_after, created_at)"
 
@@ -76,7 +91,7 @@ _ORACLE = f"""CREATE OR REPLACE PROCEDURE {ITEMS_PROC} (
   v_users t_texts;
   CURSOR c_expiring IS
     SELECT i.item_id FROM dbm_items i
-     WHERE {_expire("i", "v_now")}
+     WHERE {_expire("i", "v_now", "oracle")}
        FOR UPDATE SKIP LOCKED;
   CURSOR c_purgeable IS
     SELECT i.item_id FROM dbm_items i
@@ -92,7 +107,7 @@ BEGIN
     EXIT WHEN v_ids.COUNT = 0;
     FORALL i IN 1 .. v_ids.COUNT
       UPDATE dbm_items it SET it.deleted_at = v_now, it.version_no = it.version_no + 1
-       WHERE it.item_id = v_ids(i) AND {_expire("it", "v_now")}
+       WHERE it.item_id = v_ids(i) AND {_expire("it", "v_now", "oracle")}
       RETURNING it.item_id, it.org_id, it.user_key, it.char_count
         BULK COLLECT INTO v_done, v_orgs, v_users, v_sizes;
     FORALL i IN 1 .. v_done.COUNT
@@ -145,14 +160,14 @@ BEGIN
     LOOP
         WITH doomed AS (
             SELECT i.item_id FROM dbm_items i
-             WHERE {_expire("i", "v_now")}
+             WHERE {_expire("i", "v_now", "postgresql")}
              ORDER BY i.item_id
              LIMIT c_batch_size
                FOR UPDATE OF i SKIP LOCKED
         ), done AS (
             UPDATE dbm_items i SET deleted_at = v_now, version_no = i.version_no + 1
               FROM doomed d
-             WHERE i.item_id = d.item_id AND {_expire("i", "v_now")}
+             WHERE i.item_id = d.item_id AND {_expire("i", "v_now", "postgresql")}
             RETURNING i.item_id, i.org_id, i.user_key, i.char_count
         )
         INSERT INTO dbm_audit_events {_AUDIT_COLUMNS}
@@ -225,13 +240,13 @@ BEGIN
         DELETE FROM dbm_item_batch;
         {_MY_BATCH_INSERT}
             SELECT i.item_id, i.org_id, i.user_key, i.char_count FROM dbm_items i
-             WHERE {_expire("i", "v_now")}
+             WHERE {_expire("i", "v_now", "mysql")}
              ORDER BY i.item_id
              LIMIT c_batch_size
                FOR UPDATE SKIP LOCKED;
         UPDATE dbm_items i JOIN dbm_item_batch b ON b.item_id = i.item_id
            SET i.deleted_at = v_now, i.version_no = i.version_no + 1
-         WHERE {_expire("i", "v_now")};
+         WHERE {_expire("i", "v_now", "mysql")};
         -- keep in the batch only what this run soft-deleted
         DELETE b FROM dbm_item_batch b JOIN dbm_items i ON i.item_id = b.item_id
          WHERE i.deleted_at IS NULL OR i.deleted_at <> v_now;

@@ -17,6 +17,7 @@ name table is ``|XXXXXX<suffix>`` entries. Computed on first use (about a second
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import unicodedata
 
@@ -57,6 +58,7 @@ class Tables:
         ccc: list[tuple[int, int, str]] = []
         decompositions: list[str] = []
         compositions: list[str] = []
+        folds: list[str] = []
         self.what: dict[str, str] = {}
         """The words of each refused category (``"an invisible format character"``), from
         :func:`normalize_path`'s own messages."""
@@ -79,6 +81,10 @@ class Tables:
             if category[0] in "LN" and not unicodedata.decomposition(char) and code not in DOT_LOOKALIKES \
                     and char not in IGNORABLE and char not in SLASH_LOOKALIKES:
                 continue  # a plain letter or digit: printable, accepted, visible in a skeleton
+            # rule 5's NFKC fold of letters into ASCII
+            folded = unicodedata.normalize("NFKC", char)
+            if folded != char and re.fullmatch("[A-Za-z0-9_-]+", folded):
+                folds.append(f"|{code:06X}={folded}")
             # NFC (Hangul syllables are decomposed and composed by rule)
             nfd = unicodedata.normalize("NFD", char)
             combining = unicodedata.combining(char)
@@ -134,6 +140,9 @@ class Tables:
         self.decompositions = "".join(decompositions) + "|"
         """``|XXXXXX=<code points>`` entries: each character's full canonical decomposition
         (six hex digits a code point)."""
+        self.folds = "".join(folds) + "|"
+        """``|XXXXXX=<ASCII>`` entries: the characters NFKC folds into ASCII letters, digits,
+        ``-`` or ``_`` (fullwidth and mathematical letters, ligatures), with that ASCII text."""
         self.compositions = "".join(compositions) + "|"
         """``|AAAAAABBBBBB=CCCCCC`` entries: the primary composites of canonical composition."""
         self.nonprintable = _text(nonprintable)

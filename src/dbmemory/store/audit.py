@@ -29,7 +29,8 @@ __all__ = [
 def audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     if not events:
         return
-    note_audit_row(conn, conn.execute(INSERT_AUDIT, _audit_rows(events, utcnow())))
+    rows = _audit_rows(events, utcnow())
+    note_audit_row(conn, conn.execute(INSERT_AUDIT, rows), rows)
 
 
 def _audit_rows(events: Sequence[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def audit_write(
         row = _audit_rows(events, now)[0]
         params = {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now}
         params.update({f"p_a_{k}": v for k, v in row.items()})
-        note_audit_row(conn, conn.execute(INSERT_AUDIT_ADJUST, params))
+        note_audit_row(conn, conn.execute(INSERT_AUDIT_ADJUST, params), row)
         return
     conn.execute(st.ADJUST_STORE, {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now})
     audit(conn, events)

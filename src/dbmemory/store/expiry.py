@@ -32,6 +32,14 @@ Each batch of at most ``batch_size`` files (1,000: Oracle's IN-list limit) is on
    delete, :data:`~dbmemory.store.statements.bulk.UNCOUNT_EXPIRED_JOIN`); forget the deleted files' rows in
    ``dbm_file_reads``.
 
+On SQLite the batch is set-based (:func:`dbmemory.db.dialect.expiry.set_based_expiry`): the
+candidates go into a temporary table once (``INSERT ... SELECT`` with the rule), candidates
+changed in the batch's own transaction are dropped by the rule again, and the audit events,
+the counters, the recorded reads and the delete (with the rule once more) read the ids from
+that table; the audit, delete and candidate counts must agree, else the batch rolls back
+(:mod:`dbmemory.store.statements.expiry_set`). The database's write lock, held from ``BEGIN
+IMMEDIATE``, keeps every other writer out, so no store row needs locking there.
+
 Afterwards recorded reads older than the cutoff whose file no longer exists (orphans, e.g.
 after a store drop) are purged in chunks of 1,000.
 """
@@ -59,6 +67,7 @@ from dbmemory.db.dialect.expiry import (
     job_lock,
     lock_expiry_candidates,
     lock_skip_locked,
+    set_based_expiry,
     snapshot_isolation,
 )
 from dbmemory.db.dialect.galera import causal_reads
@@ -67,6 +76,7 @@ from dbmemory.db.dialect.writes import one_statement_store_moves
 from dbmemory.db.schema import files
 from dbmemory.errors import InvalidArgumentError, StorageError
 from dbmemory.metrics import record_expiry
+from dbmemory.store.statements import expiry_set as _set
 from dbmemory.store.statements import reads as st
 from dbmemory.store.statements.bulk import (
     DELETE_EXPIRED,
@@ -434,6 +444,8 @@ def _expire_batch(
     each locked store move by what was really deleted."""
     _lock_expiry(conn)
     params = _params(cutoff, store_id)
+    if set_based_expiry(conn):
+        return _expire_set(conn, params, store_id is not None, limit)
     select = expiry_candidates(conn, select_expiry_candidates(store_id is not None), limit)
     candidates = conn.execute(select, params).all()
     ids = [r.file_id for r in candidates]
@@ -451,7 +463,7 @@ def _expire_batch(
         INSERT_EXPIRED_AUDIT,
         {"p_ids": mine_ids, "p_cutoff": cutoff, "p_action": "expire", "p_actor": "expiry", "p_now": now},
     )
-    note_audit_row(conn, inserted)  # the batch's commit token on MariaDB/MySQL
+    note_audit_row(conn, inserted, {"created_at": now, "action_name": "expire", "actor_name": "expiry"})
     audited = inserted.rowcount
     joined = one_statement_store_moves(conn)
     if joined:
@@ -478,6 +490,46 @@ def _expire_batch(
         if not joined:
             _uncount_expired(conn, gone, now)
     return ids, len(gone)
+
+
+def _expire_set(
+    conn: Connection, params: dict[str, Any], by_store: bool, limit: int
+) -> tuple[list[int], int]:
+    """:func:`_expire_batch` set-based (:func:`dbmemory.db.dialect.expiry.set_based_expiry`):
+    the candidates go into a temporary table once, and the audit events, the counters, the
+    recorded reads and the delete read them there (:mod:`dbmemory.store.statements.expiry_set`).
+    SQLite's write lock, held since ``BEGIN IMMEDIATE``, keeps every other writer out, so the
+    candidates' stores need no lock; candidates changed in the batch's own transaction are
+    dropped by the rule before anything is written (:data:`~dbmemory.store.statements.expiry_set.PRUNE_EXPIRY_IDS`)."""
+    for ddl in _set.create_expiry_ids_sql(conn.dialect):
+        conn.exec_driver_sql(ddl)
+    conn.execute(_set.CLEAR_EXPIRY_IDS)
+    chosen = conn.execute(_set.fill_expiry_ids(by_store, limit), params).rowcount
+    if not chosen:
+        return [], 0
+    ids = list(conn.execute(_set.SELECT_EXPIRY_IDS).scalars())
+    if _after_candidates is not None:
+        _after_candidates(conn, ids)
+    left = chosen - conn.execute(_set.PRUNE_EXPIRY_IDS, params).rowcount
+    if not left:
+        return ids, 0
+    now = utcnow()
+    audited = conn.execute(
+        _set.INSERT_EXPIRED_AUDIT_SET,
+        {**params, "p_action": "expire", "p_actor": "expiry", "p_now": now},
+    ).rowcount
+    note_audit_row(conn, None)
+    conn.execute(_set.UNCOUNT_EXPIRED_SET, {"p_now": now})
+    conn.execute(_set.DELETE_FILE_READS_SET)
+    deleted = conn.execute(_set.DELETE_EXPIRED_SET, params).rowcount
+    # the counters moved by the candidates left: exact only if the delete took them all
+    if audited != left or deleted != left:
+        raise StorageError(
+            f"the expiry batch audited {audited} files and deleted {deleted} of {left}: the "
+            "batch was rolled back; run the expiry again",
+            code=BATCH_MISMATCH,
+        )
+    return ids, deleted
 
 
 def _lock_free_stores(conn: Connection, store_ids: list[int]) -> dict[int, str]:

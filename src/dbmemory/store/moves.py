@@ -83,7 +83,9 @@ def _delete_uncounted_first(
             "p_now": now,
         },
     )
-    note_audit_row(conn, audited)
+    note_audit_row(conn, audited, {
+        "created_at": now, "action_name": "delete", "actor_name": (actor or "unknown")[:500], "store_id": store_id,
+    })
     if conn.execute(DELETE_FILE_AT, {"p_sid": store_id, "p_ph": ph}).rowcount != 1:
         raise ConflictError(f"deleting {path} could not be completed: retry")  # lock bypassed
     return True

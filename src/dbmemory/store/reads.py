@@ -9,6 +9,7 @@ the DB-API cursor on SQLite (:mod:`dbmemory.db.raw`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +26,7 @@ from dbmemory.db.schema import files as _files
 from dbmemory.errors import (
     NotFoundError,
 )
+from dbmemory.store.listing import Walk, walk_directory
 from dbmemory.store.locks import StoreArg, existing_store_id, info, record
 from dbmemory.store.statements import reads as st
 from dbmemory.store.touches import touch_after_read
@@ -201,13 +203,43 @@ def view_path(
 
 
 def view_entries(
-    conn: Connection, store: StoreArg | None, path: str
-) -> FileRecord | list[tuple[str, int]]:
-    """:func:`view_path` with a directory's pairs in the database's order, for
-    :func:`dbmemory.tool.render.listing_of_rows`, which sorts them as it renders (one sort,
-    not two). Errors as :func:`view_path`."""
-    found: FileRecord | list[tuple[str, int]] = _read(conn, store, path, sizes=True, ordered=False)
-    return found
+    conn: Connection, store: StoreArg | None, path: str, *, budget: int, hidden: Callable[[str], bool]
+) -> FileRecord | Walk:
+    """What the MEMORY tool's ``view`` reads: a file (touched, as :func:`read_path`), or for a
+    directory only what a listing of ``budget`` characters can show
+    (:func:`dbmemory.store.listing.walk_directory`; for the root, the store's counters give
+    the totals), rendered by :func:`dbmemory.tool.render.listing_of_walk`. An empty or
+    never-written store's root is an empty :class:`Walk`. Errors as :func:`view_path`."""
+    _v.check_connection(conn)
+    if store is not None:
+        check_store(store)
+    path = normalize_path(path)
+    root = is_root(path)
+    target: int | str
+    if isinstance(store, StoreRef):  # by key, never by a cached id (see _read)
+        if not root:
+            row = _select_file(
+                conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": store.store_key, "p_ph": path_hash(path)}, path
+            )
+            if row is not None:
+                return _touched(conn, row, path)
+        target = store.store_key
+    else:
+        store_id = None if store is None else existing_store_id(conn, store)
+        if store_id is None:
+            if root:
+                return Walk()
+            raise NotFoundError(f"the path {path} does not exist", code="not_found")
+        if not root:
+            try:
+                return get_file(conn, store_id, path, touch=True)
+            except NotFoundError:
+                pass
+        target = store_id
+    walk = walk_directory(conn, target, path, budget, hidden)
+    if not root and not walk.rows:
+        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+    return walk
 
 
 def _read(

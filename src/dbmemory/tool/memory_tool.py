@@ -53,7 +53,7 @@ from dbmemory.tool.args import (
 )
 from dbmemory.tool.edits import apply_insert, apply_str_replace
 from dbmemory.tool.messages import ToolInputError, error_text
-from dbmemory.tool.render import listing_of_rows, render_file
+from dbmemory.tool.render import OUTPUT_LIMIT_CHARS, hidden_name, listing_of_walk, render_file
 from dbmemory.tool.schema import tool_schema
 
 __all__ = [
@@ -62,6 +62,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def _listing_budget(directory: str) -> int:
+    """Characters a listing of ``directory`` has for its lines after the header line."""
+    return OUTPUT_LIMIT_CHARS - len(messages.view_directory_header(directory)) - 1
 
 
 def _edit_limit(caps: Caps, current: str) -> int:
@@ -258,11 +263,13 @@ class MemoryTool:
     def _dispatch(self, command: object) -> str:
         conn, store = self._conn, self._store
         if isinstance(command, View):
-            found = view_entries(conn, store, command.path)
+            found = view_entries(
+                conn, store, command.path, budget=_listing_budget(command.path), hidden=hidden_name
+            )
             if isinstance(found, FileRecord):
                 self._remember_store(found)
                 return render_file(command.path, found.text, coerce_view_range(command.view_range_raw))
-            return listing_of_rows(command.path, found)
+            return listing_of_walk(command.path, found)
         if isinstance(command, Create):
             record = files.create_file(conn, store, command.path, command.file_text, actor=self.actor)
             self._remember_store(record)
@@ -339,6 +346,8 @@ class MemoryTool:
                 return storage_messages.storage_timed_out(exc.message)
             if exc.code == "pool_exhausted":
                 return storage_messages.storage_pool_exhausted()
+            if exc.code == "no_majority":
+                return storage_messages.storage_no_majority()
             return storage_messages.storage_unavailable()
         if isinstance(exc, InvalidPathError):
             if exc.code == "root_refused":

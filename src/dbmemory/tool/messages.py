@@ -174,11 +174,14 @@ def line_clipped(limit_chars: int, line: int, line_chars: int, total: int) -> st
     return text + ")"
 
 
-def listing_clipped(limit_chars: int, shown: int, total: int) -> str:
-    """Shown after a directory listing cut at ``limit_chars`` characters."""
+def listing_clipped(limit_chars: int, shown: int, left_files: int, total_files: int) -> str:
+    """Shown after a directory listing cut at ``limit_chars`` characters: the entries shown,
+    and how many of the files under the directory (at any depth) no shown line accounts for
+    (a file line accounts for its file, a second-level directory line for every file under
+    it; hidden files are never listed)."""
     return (
-        f"(listing clipped at {limit_chars:,} characters: showed {shown:,} of {total:,} entries; "
-        "view a subdirectory to see the rest)"
+        f"(listing clipped at {limit_chars:,} characters: showed {shown:,} entries; "
+        f"{left_files:,} of {total_files:,} files not listed; view a subdirectory to see the rest)"
     )
 
 

@@ -21,6 +21,7 @@ from operator import itemgetter
 from typing import Any
 
 from dbmemory.core.paths import ROOT
+from dbmemory.store.listing import Walk
 from dbmemory.tool import messages
 from dbmemory.tool.messages import ToolInputError
 
@@ -28,11 +29,13 @@ __all__ = [
     "LINE_NUMBER_WIDTH",
     "OUTPUT_LIMIT_CHARS",
     "EXCLUDED_NAMES",
+    "hidden_name",
     "split_lines",
     "number_lines",
     "format_size",
     "render_listing",
     "listing_of_rows",
+    "listing_of_walk",
     "render_file",
     "resolve_view_range",
     "clip_output",
@@ -108,7 +111,9 @@ def format_size(chars: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _hidden(name: str) -> bool:
+def hidden_name(name: str) -> bool:
+    """Whether a listing leaves the name out (with everything below it): it starts with ``.``
+    or is one of :data:`EXCLUDED_NAMES`."""
     return name.startswith(".") or name in EXCLUDED_NAMES
 
 
@@ -162,11 +167,30 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 
 
+def listing_of_walk(directory: str, walk: Walk, *, max_chars: int | None = OUTPUT_LIMIT_CHARS) -> str:
+    """:func:`listing_of_rows` of what :func:`dbmemory.store.listing.walk_directory` read for
+    ``directory``: the same text as a listing of every file when the walk read them all or
+    the listing fits; else the lines known (up to :attr:`~dbmemory.store.listing.Walk.stop`)
+    cut at ``max_chars``, with the note of :func:`messages.listing_clipped`."""
+    return _render_listing(
+        directory, walk.rows, max_chars, check=False, stop=walk.stop, weights=walk.weights, ordered=True
+    )
+
+
 def _render_listing(
-    directory: str, entries: Iterable[tuple[str, int]], max_chars: int | None, *, check: bool
+    directory: str,
+    entries: Iterable[tuple[str, int]],
+    max_chars: int | None,
+    *,
+    check: bool,
+    stop: tuple[str, ...] | None = None,
+    weights: dict[str, int] | None = None,
+    ordered: bool = False,
 ) -> str:
     """The listing from the entries sorted by path: each level in one pass over its rows,
-    with no lookup per row (:func:`_level`)."""
+    with no lookup per row (:func:`_level`). ``stop``: no line from that listing position on
+    (the rows past it are not all known); ``weights``: files a row stands for, where not 1
+    (for the note of a clipped listing); ``ordered``: the entries are sorted already."""
     prefix = ROOT + "/" if directory == ROOT else directory + "/"
     if check:
         rows = sorted((path, size) for path, size in entries)
@@ -175,13 +199,9 @@ def _render_listing(
             if len(path) <= plen or not path.startswith(prefix):
                 raise ValueError(f"entry {path!r} is not below the directory {directory!r}")
     else:
-        rows = sorted(entries)
+        rows = entries if ordered else sorted(entries)  # type: ignore[assignment]
     total = sum(map(_second, rows))
     top = _level(rows, 0, len(rows), prefix, deeper=True, check=check)
-    n_entries = len(top)
-    for entry in top:
-        if len(entry) == 3:
-            n_entries += len(entry[2])
     lines = [messages.view_directory_header(directory), f"{_size(total)}\t{directory}"]
     room = -1 if max_chars is None else max_chars + 1  # past it, the output is clipped for sure
     used = len(lines[0]) + 1 + len(lines[1]) + 1  # characters so far, a "\n" after each line
@@ -204,18 +224,53 @@ def _render_listing(
                 break
         if used > room >= 0:
             break
+    if stop is not None:
+        lines = lines[: _first_unknown(lines, len(prefix), stop)]
     text = "\n".join(lines)
     if check and text.count("\n") != len(lines) - 1:
         raise ValueError("a path holds a line break: paths must be canonical")
-    if max_chars is None or len(text) <= max_chars:
+    if stop is None and (max_chars is None or len(text) <= max_chars):
         return text
     # clipped: keep the whole entries that fit with the longest note; the lines kept end at
     # the last line break within the budget (the header and the total are always kept)
-    note = messages.listing_clipped(max_chars, n_entries, n_entries)
-    budget = max_chars - len(note) - 1
-    cut = max(text.rfind("\n", 0, budget + 1), len(lines[0]) + 1 + len(lines[1]))
-    note = messages.listing_clipped(max_chars, text.count("\n", 0, cut) - 1, n_entries)
+    files = len(rows) + (sum(weights.values()) - len(weights) if weights else 0)
+    limit = len(text) + 1 if max_chars is None else max_chars
+    # the longest note the numbers allow (a listing shows at most two lines per file), from
+    # the file count alone, so a walk that did not read every row clips at the same place
+    note = messages.listing_clipped(limit, min(2 * files, limit), files, files)
+    budget = limit - len(note) - 1
+    cut = len(text) if len(text) <= budget else text.rfind("\n", 0, max(budget + 1, 0))
+    cut = max(cut, len(lines[0]) + 1 + len(lines[1]))
+    kept = text.count("\n", 0, cut) + 1
+    listed = _files_listed(lines[2:kept], rows, len(prefix), weights or {})
+    note = messages.listing_clipped(limit, kept - 2, files - listed, files)
     return text[:cut] + "\n" + note
+
+
+def _first_unknown(lines: list[str], start: int, stop: tuple[str, ...]) -> int:
+    """Index of the first line (after the header and the total) at listing position ``stop``
+    or after it (``len(lines)`` when none is)."""
+    for i in range(2, len(lines)):
+        path = lines[i].split("\t", 1)[1]
+        if tuple(path[start:].rstrip("/").split("/")) >= stop:
+            return i
+    return len(lines)
+
+
+def _files_listed(shown: list[str], rows: list[tuple[str, int]], start: int, weights: dict[str, int]) -> int:
+    """Files a clipped listing accounts for: one per file line, every file under a
+    second-level directory line (the listing never shows deeper); a first-level directory
+    line accounts for none itself (its lines below do). A file line is always one file's own
+    row; only directory lines are looked at one by one."""
+    dirs = [line for line in shown if line[-1] == "/"]
+    listed = len(shown) - len(dirs)
+    for line in dirs:
+        path = line[line.index("\t") + 1 :]
+        if path.count("/", start) == 2:  # "a/b/": a second-level directory
+            lo = bisect_left(rows, (path,))
+            hi = bisect_left(rows, (path[:-1] + "0",), lo)
+            listed += sum(weights.get(p, 1) for p, _s in rows[lo:hi]) if weights else hi - lo
+    return listed
 
 
 def _level(

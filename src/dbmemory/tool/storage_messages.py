@@ -1,5 +1,5 @@
 """The MEMORY tool's answers when the database, not the command, failed: a concurrent writer,
-a busy or read-only database, a timeout, an exhausted pool, an unreachable server, an
+a busy or read-only database, a cluster node without its majority, a timeout, an exhausted pool, an unreachable server, an
 unexpected failure. Each says that nothing was changed and what to do next; none shows the
 driver's text. The command's own answers are in :mod:`dbmemory.tool.messages`."""
 
@@ -13,6 +13,7 @@ __all__ = [
     "storage_timed_out",
     "storage_pool_exhausted",
     "storage_read_only",
+    "storage_no_majority",
     "internal_error",
 ]
 
@@ -72,6 +73,16 @@ def storage_read_only() -> str:
         "The memory store is read-only, so this command could not be completed (a view also "
         "records the read, for expiry); nothing was changed. Ask the operator to make the "
         "database writable."
+    )
+
+
+def storage_no_majority() -> str:
+    """The database node is cut off from the majority of its cluster (MariaDB Galera,
+    non-primary component: error 1047): it refuses every read and write until it rejoins."""
+    return (
+        "The memory store's database node is cut off from the majority of its cluster, so it "
+        "refuses every read and write until it rejoins; nothing was changed. Retry the command "
+        "later (the application or its load balancer should use a node of the majority)."
     )
 
 

@@ -329,7 +329,9 @@ def translate_db_error(
         folder, read-only SQLite file) or of missing tables; otherwise a generic
         :class:`StorageError`. No SQL, URL or driver code appears in the message. The caller
         raises it ``from exc``. A statement the database cancelled at its time limit (code
-        ``statement_timeout``) names the limit and says nothing was written; an engine whose
+        ``statement_timeout``) names the limit and says nothing was written; a Galera node cut
+        off from its cluster's majority (error 1047, non-primary component) gives code
+        ``no_majority``; an engine whose
         pool had no free connection in time gives code ``pool_exhausted``. With ``target`` (the
         engine, connection or URL in use), a failure to connect or to reach the database names
         it as :func:`database_target` does (host:port/database, never the password).
@@ -386,6 +388,13 @@ def translate_db_error(
         return StorageError(
             "dbmemory's tables are missing in this database: run 'dbmemory db upgrade' "
             "(or dbmemory.upgrade(engine)) first"
+        )
+    if 1047 in codes and "wsrep" in text:  # MariaDB Galera: the node lost its cluster's majority
+        return StorageError(
+            f"the database node refused {action}: it is cut off from the majority of its Galera "
+            "cluster (a non-primary component) and accepts no reads or writes until it rejoins; "
+            "nothing was changed: retry later, or connect to a node of the majority",
+            code="no_majority",
         )
     where = database_target(target)
     at = f" (database: {where})" if where else ""

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
 __all__ = [
+    "mysql_snapshot_reads",
     "current_read",
     "insert_store_statement",
     "store_and_file_lock",
@@ -41,6 +42,13 @@ def _mysql_repeatable(conn: Connection) -> bool:
     return str(level or "REPEATABLE READ").upper().replace("_", " ") != "READ COMMITTED"
 
 
+def mysql_snapshot_reads(bind: Connection) -> bool:
+    """Whether ``bind`` is a MySQL/MariaDB connection whose plain ``SELECT`` answers from the
+    transaction's snapshot even after it waited for a row lock (REPEATABLE READ, the server
+    default of an engine not made by :func:`dbmemory.create_engine`; not READ COMMITTED)."""
+    return bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind)
+
+
 def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
     """Make a read taken under the store lock see the latest committed rows.
 
@@ -54,7 +62,7 @@ def current_read(stmt: sa.Select[Any], bind: Connection) -> sa.Select[Any]:
     the plain read is already current and no gap locks are taken. PostgreSQL and Oracle (READ
     COMMITTED) and SQLite (one writer) need nothing.
     """
-    if bind.dialect.name in ("mysql", "mariadb") and _mysql_repeatable(bind):
+    if mysql_snapshot_reads(bind):
         return stmt.with_for_update(read=True)
     return stmt
 

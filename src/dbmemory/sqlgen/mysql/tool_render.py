@@ -167,18 +167,22 @@ _RENDER_LISTING = f"""CREATE FUNCTION {P}_render_listing(p_store_id BIGINT, p_pa
 BEGIN
     -- dbmemory.tool.render.listing_of_rows: two levels, hidden names ('.*', node_modules) left out
     -- with everything below them but counted in the totals, sizes by format_size, clipped at
-    -- {OUTPUT_LIMIT_CHARS} characters after a whole entry
+    -- {OUTPUT_LIMIT_CHARS} characters after a whole entry, saying how many files no shown line
+    -- accounts for (a file line its file, a second-level directory line every file under it)
     DECLARE v_prefix {TB} DEFAULT CONCAT(p_path, '/');
     DECLARE v_total BIGINT;
     DECLARE v_head {TB};
     DECLARE v_line {TB};
+    DECLARE v_n BIGINT;
+    DECLARE v_files BIGINT;
+    DECLARE v_listed BIGINT DEFAULT 0;
+    DECLARE v_kept BIGINT DEFAULT 0;
     DECLARE v_text {TB};
     DECLARE v_note {TB};
     DECLARE v_entries BIGINT DEFAULT 0;
     DECLARE v_all BIGINT;
     DECLARE v_budget BIGINT;
     DECLARE v_cut BIGINT;
-    DECLARE v_at BIGINT;
     DECLARE v_done BOOLEAN DEFAULT FALSE;
     DECLARE c_lines CURSOR FOR
         WITH f AS (
@@ -190,7 +194,7 @@ BEGIN
         ), one AS (
             SELECT SUBSTRING_INDEX(rel, '/', 1) AS name, LOCATE('/', rel) > 0 AS is_dir, rel, chars FROM f
         ), top AS (
-            SELECT name, is_dir, SUM(chars) AS chars FROM one
+            SELECT name, is_dir, SUM(chars) AS chars, COUNT(*) AS n FROM one
              WHERE NOT {_hidden("name")}
              GROUP BY CAST(name AS BINARY), is_dir
         ), two AS (
@@ -199,56 +203,53 @@ BEGIN
                    LOCATE('/', SUBSTRING(o.rel, CHAR_LENGTH(o.name) + 2)) > 0 AS is_dir, o.chars
               FROM one o WHERE o.is_dir AND NOT {_hidden("o.name")}
         ), sub AS (
-            SELECT parent, name, is_dir, SUM(chars) AS chars FROM two
+            SELECT parent, name, is_dir, SUM(chars) AS chars, COUNT(*) AS n FROM two
              WHERE NOT {_hidden("name")}
              GROUP BY CAST(parent AS BINARY), CAST(name AS BINARY), is_dir
         ), entries AS (
             SELECT t.name AS k1, '' AS k2, CONCAT({P}_format_size(t.chars), {ch(9)}, v_prefix, t.name,
-                       IF(t.is_dir, '/', '')) AS line
+                       IF(t.is_dir, '/', '')) AS line, IF(t.is_dir, 0, t.n) AS n
               FROM top t
             UNION ALL
             SELECT s.parent, s.name, CONCAT({P}_format_size(s.chars), {ch(9)}, v_prefix, s.parent, '/', s.name,
-                       IF(s.is_dir, '/', ''))
+                       IF(s.is_dir, '/', '')), s.n
               FROM sub s
         )
-        SELECT line FROM entries ORDER BY CAST(k1 AS BINARY), CAST(k2 AS BINARY);
+        SELECT line, n FROM entries ORDER BY CAST(k1 AS BINARY), CAST(k2 AS BINARY);
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = TRUE;
-    SELECT COALESCE(SUM(x.char_count), 0) INTO v_total FROM dbm_files x
+    SELECT COALESCE(SUM(x.char_count), 0), COUNT(*) INTO v_total, v_files FROM dbm_files x
      WHERE x.store_id = p_store_id
        AND ({eq("p_path", f"'{ROOT}'")} OR {eq("SUBSTRING(x.file_path, 1, CHAR_LENGTH(v_prefix))", "v_prefix")});
     SET v_head = CONCAT({msg(m.view_directory_header, PT)}, {NL}, {P}_format_size(v_total), {ch(9)}, p_path);
+    -- the longest note the numbers allow (at most two lines per file), so the cut is known
+    -- before the lines are read: the entries kept are the whole lines within the budget
+    SET v_all = LEAST(2 * v_files, {OUTPUT_LIMIT_CHARS});
+    SET v_note = {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_all"), Int("v_files"), Int("v_files"))};
+    SET v_budget = GREATEST({OUTPUT_LIMIT_CHARS} - CHAR_LENGTH(v_note) - 1, 0);
     SET v_text = v_head;
+    SET v_cut = CHAR_LENGTH(v_head);
     OPEN c_lines;
     read_lines: LOOP
-        FETCH c_lines INTO v_line;
+        FETCH c_lines INTO v_line, v_n;
         IF v_done THEN
             LEAVE read_lines;
         END IF;
         SET v_text = CONCAT(v_text, {NL}, v_line);
         SET v_entries = v_entries + 1;
+        IF v_cut = CHAR_LENGTH(v_text) - CHAR_LENGTH(v_line) - 1 AND CHAR_LENGTH(v_text) <= v_budget THEN
+            SET v_cut = CHAR_LENGTH(v_text);
+            SET v_kept = v_entries;
+            SET v_listed = v_listed + v_n;
+        END IF;
     END LOOP;
     CLOSE c_lines;
     IF CHAR_LENGTH(v_text) <= {OUTPUT_LIMIT_CHARS} THEN
         RETURN v_text;
     END IF;
-    SET v_all = v_entries;
-    SET v_note = {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_all"), Int("v_all"))};
-    SET v_budget = GREATEST({OUTPUT_LIMIT_CHARS} - CHAR_LENGTH(v_note) - 1, 0);
-    SET v_cut = CHAR_LENGTH(v_head);
-    SET v_entries = 0;
-    -- the entries are one line each (a path has no line break): cut after the last that fits
-    cut_lines: WHILE v_entries < v_all DO
-        SET v_at = LOCATE({NL}, v_text, v_cut + 2);
-        IF v_at = 0 THEN
-            SET v_at = CHAR_LENGTH(v_text) + 1;
-        END IF;
-        IF v_at - 1 > v_budget THEN
-            LEAVE cut_lines;
-        END IF;
-        SET v_cut = v_at - 1;
-        SET v_entries = v_entries + 1;
-    END WHILE;
-    RETURN CONCAT(LEFT(v_text, v_cut), {NL}, {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_entries"), Int("v_all"))});
+    SET v_files = v_files - v_listed;
+    SET v_all = v_files + v_listed;
+    RETURN CONCAT(LEFT(v_text, v_cut), {NL},
+                  {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_kept"), Int("v_files"), Int("v_all"))});
 END"""
 
 _SNIPPET = f"""CREATE FUNCTION {P}_snippet(p_path {TB}, p_text {TB}, p_first BIGINT, p_last BIGINT) RETURNS {TB}

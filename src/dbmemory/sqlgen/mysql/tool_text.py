@@ -246,7 +246,7 @@ BEGIN
         SET r = r + 1;
     END WHILE;
     IF v_rule IS NULL THEN
-        SET v_text = {P}_nfc(v_text);
+        SET v_text = {P}_ascii_fold({P}_nfc(v_text));
         SET v_shown = CONCAT({P}_quote_value(p_raw, 100), IF({eq("v_text", "p_raw")}, '',
             CONCAT(' (decoded: ', {P}_quote_value(v_text, 100), ')')));
         SET i = 1;

@@ -89,6 +89,35 @@ BEGIN
     SET v_at = LOCATE(CONCAT('|', LPAD(HEX(p_first), 6, '0'), LPAD(HEX(p_second), 6, '0'), '='), v_table);
     RETURN IF(v_at = 0, NULL, CONV(SUBSTRING(v_table, v_at + 14, 6), 16, 10));
 END"""),
+        ("FUNCTION", f"{P}_ascii_fold", f"""CREATE FUNCTION {P}_ascii_fold(p_text {TB}) RETURNS {TB}
+    {_F}
+BEGIN
+    -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts (as the
+    -- PostgreSQL function does): when every non-ASCII character folds into ASCII letters, digits,
+    -- '-' or '_' (fullwidth and mathematical letters, ligatures), the folded text; else p_text
+    DECLARE v_table LONGTEXT DEFAULT {q(t.folds)};
+    DECLARE v_out {TB} DEFAULT '';
+    DECLARE v_code INT;
+    DECLARE v_at INT;
+    DECLARE i INT DEFAULT 1;
+    IF CHAR_LENGTH(p_text) = LENGTH(p_text) THEN
+        RETURN p_text;
+    END IF;
+    WHILE i <= CHAR_LENGTH(p_text) DO
+        SET v_code = ORD(CONVERT(SUBSTRING(p_text, i, 1) USING utf32));
+        IF v_code < 128 THEN
+            SET v_out = CONCAT(v_out, SUBSTRING(p_text, i, 1));
+        ELSE
+            SET v_at = LOCATE(CONCAT('|', LPAD(HEX(v_code), 6, '0'), '='), v_table);
+            IF v_at = 0 THEN
+                RETURN p_text;
+            END IF;
+            SET v_out = CONCAT(v_out, SUBSTRING(v_table, v_at + 8, LOCATE('|', v_table, v_at + 1) - v_at - 8));
+        END IF;
+        SET i = i + 1;
+    END WHILE;
+    RETURN v_out;
+END"""),
         ("FUNCTION", f"{P}_nfc", f"""CREATE FUNCTION {P}_nfc(p_text {TB}) RETURNS {TB}
     {_F}
 BEGIN

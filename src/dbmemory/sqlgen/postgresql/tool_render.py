@@ -108,13 +108,16 @@ CREATE OR REPLACE FUNCTION {S}._render_listing(p_store_id bigint, p_path text) R
 LANGUAGE plpgsql STABLE AS $f$
 -- dbmemory.tool.render.listing_of_rows: two levels, hidden names ('.*', node_modules) left out
 -- with everything below them but counted in the totals, sizes by format_size, clipped at
--- {OUTPUT_LIMIT_CHARS} characters after a whole entry
+-- {OUTPUT_LIMIT_CHARS} characters after a whole entry, saying how many files no shown line accounts for
 DECLARE
     v_prefix text := p_path || '/';
     v_total bigint;
     v_lines text[];
+    v_counts integer[];
     v_head text[];
     v_entries integer;
+    v_files integer;
+    v_listed integer := 0;
     v_note text;
     v_budget integer;
     v_text text;
@@ -129,7 +132,7 @@ BEGIN
     ), one AS (
         SELECT split_part(rel, '/', 1) AS name, strpos(rel, '/') > 0 AS is_dir, rel, chars FROM f
     ), top AS (
-        SELECT name, is_dir, sum(chars)::bigint AS chars FROM one
+        SELECT name, is_dir, sum(chars)::bigint AS chars, count(*)::integer AS n FROM one
          WHERE left(name, 1) <> '.' AND name <> 'node_modules'
          GROUP BY name, is_dir
     ), two AS (
@@ -137,28 +140,31 @@ BEGIN
                strpos(substr(o.rel, length(o.name) + 2), '/') > 0 AS is_dir, o.chars
           FROM one o WHERE o.is_dir AND left(o.name, 1) <> '.' AND o.name <> 'node_modules'
     ), sub AS (
-        SELECT parent, name, is_dir, sum(chars)::bigint AS chars FROM two
+        SELECT parent, name, is_dir, sum(chars)::bigint AS chars, count(*)::integer AS n FROM two
          WHERE left(name, 1) <> '.' AND name <> 'node_modules'
          GROUP BY parent, name, is_dir
     ), lines AS (
         SELECT t.name AS k1, '' AS k2, {S}._format_size(t.chars) || chr(9) || v_prefix || t.name
-                   || CASE WHEN t.is_dir THEN '/' ELSE '' END AS line
+                   || CASE WHEN t.is_dir THEN '/' ELSE '' END AS line,
+               CASE WHEN t.is_dir THEN 0 ELSE t.n END AS n
           FROM top t
         UNION ALL
         SELECT s.parent, s.name, {S}._format_size(s.chars) || chr(9) || v_prefix || s.parent || '/' || s.name
-                   || CASE WHEN s.is_dir THEN '/' ELSE '' END
+                   || CASE WHEN s.is_dir THEN '/' ELSE '' END, s.n
           FROM sub s
     )
-    SELECT (SELECT coalesce(sum(chars), 0) FROM f),
-           (SELECT array_agg(line ORDER BY k1 COLLATE "C", k2 COLLATE "C") FROM lines)
-      INTO v_total, v_lines;
+    SELECT (SELECT coalesce(sum(chars), 0) FROM f), (SELECT count(*)::integer FROM f),
+           (SELECT array_agg(line ORDER BY k1 COLLATE "C", k2 COLLATE "C") FROM lines),
+           (SELECT array_agg(n ORDER BY k1 COLLATE "C", k2 COLLATE "C") FROM lines)
+      INTO v_total, v_files, v_lines, v_counts;
     v_head := ARRAY[{msg(m.view_directory_header, P)}, {S}._format_size(v_total) || chr(9) || p_path];
     v_entries := coalesce(array_length(v_lines, 1), 0);
     v_text := array_to_string(v_head || coalesce(v_lines, '{{}}'), chr(10));
     IF length(v_text) <= {OUTPUT_LIMIT_CHARS} THEN
         RETURN v_text;
     END IF;
-    v_note := {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_entries"), Int("v_entries"))};
+    v_entries := least(2 * v_files, {OUTPUT_LIMIT_CHARS});
+    v_note := {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_entries"), Int("v_files"), Int("v_files"))};
     v_budget := {OUTPUT_LIMIT_CHARS} - length(v_note) - 1;
     v_cut := length(v_head[1]) + 1 + length(v_head[2]);
     v_at := v_cut;
@@ -169,10 +175,11 @@ BEGIN
         EXIT WHEN v_at > v_budget;
         v_cut := v_at;
         v_entries := i;
+        v_listed := v_listed + v_counts[i];
     END LOOP;
-    v_budget := coalesce(array_length(v_lines, 1), 0);
+    v_budget := v_files - v_listed;
     RETURN array_to_string(v_head || coalesce(v_lines[1 : v_entries], '{{}}'), chr(10)) || chr(10)
-        || {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_entries"), Int("v_budget"))};
+        || {msg(m.listing_clipped, OUTPUT_LIMIT_CHARS, Int("v_entries"), Int("v_budget"), Int("v_files"))};
 END
 $f$;
 

@@ -269,6 +269,15 @@ BEGIN
     END IF;
     IF v_rule IS NULL THEN
         v_text := normalize(v_text, NFC);
+        -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts: every
+        -- non-ASCII character folds into ASCII letters, digits, '-' or '_' (fullwidth and
+        -- mathematical letters, ligatures); anything else non-ASCII gets the SQL path rule
+        v_decoded := normalize(v_text, NFKC);
+        IF v_decoded <> v_text AND v_decoded ~ '^[ -~]*$' AND NOT EXISTS (
+            SELECT 1 FROM regexp_split_to_table(v_text, '') AS c(ch)
+             WHERE ascii(c.ch) > 127 AND normalize(c.ch, NFKC) !~ '^[A-Za-z0-9_-]+$') THEN
+            v_text := v_decoded;
+        END IF;
         v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
             THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
         FOR i IN 1 .. length(v_text) LOOP

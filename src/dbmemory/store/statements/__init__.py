@@ -8,6 +8,8 @@ compiled for every dialect (Oracle 19c included) without a server.
   without the store counters, the one-file delete and move, audit inserts);
 * :mod:`~dbmemory.store.statements.bulk`: expiry, admin and cross-store statements, agent
   configuration;
+* :mod:`~dbmemory.store.statements.expiry_set`: the set-based expiry batch of SQLite (its
+  candidates in a temporary table);
 * :mod:`~dbmemory.store.statements.examples`:
   :func:`~dbmemory.store.statements.examples.example_statements`, every statement by name with
   sample values, for the compile tests.
