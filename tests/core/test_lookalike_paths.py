@@ -41,6 +41,15 @@ def test_ligatures_fold_into_their_letters(raw: str, canonical: str) -> None:
     assert normalize_path(raw) == canonical
 
 
+@pytest.mark.parametrize("raw", ["/memories/%a\ufb01", "/memories/%\uff41f.md", "/memories/%2\U0001d41e.md"])
+def test_a_fold_that_completes_a_percent_escape_is_refused(raw: str) -> None:
+    """Decoding is total, so a key never holds an escape: ``%aﬁ`` folds into ``%afi``, which
+    would decode into another key the next time (a key must normalise into itself)."""
+    with pytest.raises(InvalidPathError) as info:
+        normalize_path(raw)
+    assert "percent-escape" in str(info.value)
+
+
 @pytest.mark.parametrize("raw,why", list(REFUSED.values()), ids=list(REFUSED))
 def test_look_alike_spellings_are_refused_with_the_rule(raw: str, why: str) -> None:
     with pytest.raises(InvalidPathError) as info:

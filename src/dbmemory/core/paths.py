@@ -20,7 +20,8 @@ Rules of :func:`normalize_path`, in the order they are checked (each failure rai
    (``ｐ``), mathematical (``𝐩``), ligatures (``ﬁ``), the one-dot leader (``․`` is ``.``), so
    each of them spells the same key as the plain name. A character whose NFKC form holds
    ``/``, ``\\`` or ``%`` (``℀`` is ``a/c``, ``％``) is refused: it would add a segment or an
-   escape. Keys are NFKC-normalised.
+   escape; so is a fold that completes an escape (``%aﬁ`` is ``%afi``). Keys are
+   NFKC-normalised.
 6. Refused characters: backslash; control characters (category ``Cc``: NUL, TAB, CR, LF, DEL,
    C1 controls); format characters (``Cf``: zero-width space/joiner, bidi overrides, BOM, soft
    hyphen), which are invisible and would make look-alike keys; every other Unicode
@@ -187,6 +188,7 @@ _REFUSED_CATEGORIES = {
 }
 
 _SLASHES = re.compile(r"/{2,}")
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 def quote_value(value: str, max_chars: int = _MAX_SHOWN_CHARS) -> str:
@@ -370,6 +372,14 @@ def _fold_compatibility(raw: str, text: str) -> str:
                     f"compatibility form (NFKC) {form!r} holds {made!r}: write the plain "
                     "characters you mean instead",
                 )
+    escape = _ESCAPE.search(folded)
+    if escape is not None:  # decoding was total, so the fold made it: it would decode next time
+        raise _fail(
+            raw,
+            text,
+            f"has the compatibility form (NFKC) {quote_value(folded)}, which holds the "
+            f"percent-escape {escape.group()!r}: write the plain characters you mean instead",
+        )
     _check_characters(raw, folded)
     return folded
 
