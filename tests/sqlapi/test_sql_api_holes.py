@@ -53,6 +53,19 @@ def test_a_fractional_store_id_is_refused_and_writes_nothing(
     assert _file_count(server_engine) == before
 
 
+def test_the_path_rule_names_a_code_point_past_the_bmp_in_full(
+    server_engine: Engine, api: SqlApi, server_name: str
+) -> None:
+    """U+1F600 (an emoji) is named U+1F600, not cut to four digits (U+1F60)."""
+    with server_engine.connect() as c:
+        c.exec_driver_sql("START TRANSACTION" if server_name == "mysql" else "BEGIN")
+        sid = api.open(c, scope="shared", store_code="emoji")
+        with pytest.raises(ApiError) as caught:
+            api.put(c, sid, "/memories/\U0001f600.md", "x")
+        assert caught.value.code == "invalid_path" and "U+1F600 " in str(caught.value), caught.value
+        c.rollback()
+
+
 def test_a_fractional_cap_is_refused(server_engine: Engine, api: SqlApi, server_name: str) -> None:
     with server_engine.connect() as c:
         c.exec_driver_sql("START TRANSACTION" if server_name == "mysql" else "BEGIN")

@@ -205,8 +205,9 @@ def _run_sql(conn: Connection, store_id: int, command: Any, *, raw: bool = False
     text = command if raw else json.dumps(command)
     with conn.begin_nested():
         if conn.dialect.name == "postgresql":
+            kind = "text" if raw else "json"  # the text form reads what is not JSON too
             return str(conn.execute(
-                sa.text("SELECT dbm_memory.run_command(:s, CAST(:c AS json))"), {"s": store_id, "c": text},
+                sa.text(f"SELECT dbm_memory.run_command(:s, CAST(:c AS {kind}))"), {"s": store_id, "c": text},
             ).scalar())
         conn.execute(sa.text("CALL dbm_memory_run_command(:s, :c, NULL, @dbm_result)"),
                      {"s": store_id, "c": text})
@@ -260,6 +261,13 @@ def test_run_command_refuses_a_missing_or_reserved_store(
                 assert getattr(info.value.orig, "sqlstate", None) == code
             else:
                 assert info.value.orig.args[0] == errno
+        # a fractional store id never lands on a neighbouring store (MariaDB would round 5.6 to 6)
+        with pytest.raises(sa.exc.DBAPIError) as info:
+            _run_sql(conn, 5.6, {"command": "create", "path": "/memories/x.md", "file_text": "lost"})
+        if tool_server == "mysql":
+            assert info.value.orig.args[0] == 20703 and "must be a whole number" in str(info.value.orig)
+        else:  # a bigint parameter: PostgreSQL finds no run_command(numeric, ...)
+            assert getattr(info.value.orig, "sqlstate", None) == "42883"
 
 
 def test_a_clipped_listing_answers_like_the_memory_tool(

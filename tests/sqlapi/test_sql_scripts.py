@@ -51,6 +51,24 @@ def test_committed_sql_scripts_match_the_migrations() -> None:
         )
 
 
+def test_a_check_under_another_unicode_version_says_so(tmp_path: Path) -> None:
+    """The API scripts hold Unicode tables of the rendering Python: a check under another
+    version names both versions instead of leaving a reader with a 100 kB diff."""
+    import shutil
+
+    from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION
+
+    copy = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, copy)
+    script = copy / "mysql" / "api.sql"
+    script.write_text(script.read_text(encoding="utf-8").replace(
+        f"(Unicode {UNICODE_VERSION}", "(Unicode 1.0.0"), encoding="utf-8")
+    problems = sqlgen.check_scripts(copy)
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        f"sql/mysql/api.sql holds Unicode tables of version 1.0.0; this Python's unicodedata is {UNICODE_VERSION}")
+
+
 def test_rendering_is_deterministic() -> None:
     first, second = sqlgen.render_all(), sqlgen.render_all()
     assert first == second

@@ -66,6 +66,9 @@ __all__ = [
     "MAX_RAW_PATH_CHARS",
     "MAX_DECODE_ROUNDS",
     "DEFAULT_IGNORABLE_RANGES",
+    "SLASH_LOOKALIKES",
+    "BLANK_LOOKALIKES",
+    "DOT_LOOKALIKES",
     "is_default_ignorable",
     "normalize_path",
     "is_root",
@@ -89,7 +92,7 @@ MAX_DECODE_ROUNDS = 10
 
 _MAX_SHOWN_CHARS = 100
 
-_SLASH_LOOKALIKES = frozenset(
+SLASH_LOOKALIKES = frozenset(
     "\u2044"  # FRACTION SLASH
     "\u2215"  # DIVISION SLASH
     "\u2216"  # SET MINUS
@@ -106,6 +109,7 @@ _SLASH_LOOKALIKES = frozenset(
     "\uff0f"  # FULLWIDTH SOLIDUS
     "\uff3c"  # FULLWIDTH REVERSE SOLIDUS
 )
+"""Characters drawn like ``/`` or ``\\``, refused in paths (rule 6)."""
 
 DEFAULT_IGNORABLE_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x00AD, 0x00AD, "SOFT HYPHEN"),  # Cf
@@ -150,7 +154,8 @@ _DEFAULT_IGNORABLE = frozenset(
     chr(code) for first, last, _ in DEFAULT_IGNORABLE_RANGES for code in range(first, last + 1)
 )
 
-_BLANK_LOOKALIKES = frozenset({"\u2800"})  # BRAILLE PATTERN BLANK (So) renders as a space
+BLANK_LOOKALIKES = frozenset({"\u2800"})  # BRAILLE PATTERN BLANK (So) renders as a space
+"""Characters that render as a space without being in category ``Zs``, refused in paths."""
 
 
 def is_default_ignorable(char: str) -> bool:
@@ -212,7 +217,7 @@ def _escape_invisible(text: str) -> str:
 
 
 def _shown_escaped(char: str) -> bool:
-    return char in _DEFAULT_IGNORABLE or char in _BLANK_LOOKALIKES or (
+    return char in _DEFAULT_IGNORABLE or char in BLANK_LOOKALIKES or (
         char != " " and unicodedata.category(char) == "Zs"
     )
 
@@ -273,7 +278,7 @@ def _check_characters(raw: str, text: str) -> None:
                 f"contains a backslash at position {index}: separate segments with '/' "
                 "(e.g. '/memories/a/b.md')",
             )
-        if char in _SLASH_LOOKALIKES:
+        if char in SLASH_LOOKALIKES:
             raise _fail(
                 raw,
                 text,
@@ -301,7 +306,7 @@ def _check_characters(raw: str, text: str) -> None:
                 f"{_unicode_name(char)}) at position {index}, so it would list like a name "
                 "without it: remove it and use only visible characters in memory paths",
             )
-        if (category == "Zs" and char != " ") or char in _BLANK_LOOKALIKES:
+        if (category == "Zs" and char != " ") or char in BLANK_LOOKALIKES:
             raise _fail(
                 raw,
                 text,
@@ -311,7 +316,7 @@ def _check_characters(raw: str, text: str) -> None:
             )
 
 
-_DOT_LOOKALIKES = str.maketrans(
+DOT_LOOKALIKES = str.maketrans(
     dict.fromkeys(
         "\u3002"  # IDEOGRAPHIC FULL STOP
         "\uff61"  # HALFWIDTH IDEOGRAPHIC FULL STOP
@@ -332,6 +337,7 @@ _DOT_LOOKALIKES = str.maketrans(
         ".",
     )
 )
+"""``str.translate`` table: each look-alike of ``.`` to ``.`` (the segment skeleton of rule 9)."""
 
 
 def _dot_skeleton(segment: str) -> str:
@@ -343,7 +349,7 @@ def _dot_skeleton(segment: str) -> str:
         return segment
     decomposed = unicodedata.normalize("NFKD", segment)
     kept = "".join(c for c in decomposed if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
-    return kept.translate(_DOT_LOOKALIKES)
+    return kept.translate(DOT_LOOKALIKES)
 
 
 def _fold_compatibility(raw: str, text: str) -> str:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,7 @@ from dbmemory.sqlgen._common import (
 from dbmemory.sqlgen.api import render_api
 from dbmemory.sqlgen.expiry_job import expiry_procedure_sql, render_expiry_job
 from dbmemory.sqlgen.install import render_install, render_uninstall
+from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION
 
 __all__ = [
     "DIALECTS",
@@ -107,6 +109,11 @@ def write_scripts(out_dir: Path | str | None = None) -> list[Path]:
     return written
 
 
+def _unicode_versions(text: str) -> set[str]:
+    """The Unicode versions a rendered script names (``(Unicode 14.0.0)`` in its comments)."""
+    return set(re.findall(r"\(Unicode (\d+\.\d+\.\d+)", text))
+
+
 def check_scripts(out_dir: Path | str | None = None) -> list[str]:
     """Compare the scripts on disk with freshly rendered ones.
 
@@ -119,13 +126,19 @@ def check_scripts(out_dir: Path | str | None = None) -> list[str]:
         path = root / relative
         actual = path.read_text(encoding="utf-8") if path.is_file() else ""
         if actual != expected:
+            rendered = _unicode_versions(actual) - {UNICODE_VERSION}
+            hint = (
+                f"sql/{relative} holds Unicode tables of version {', '.join(sorted(rendered))}; this "
+                f"Python's unicodedata is {UNICODE_VERSION}: render and check the scripts with the "
+                "Python version that wrote them (dbmemory.sqlgen.unicode_tables)\n"
+            ) if rendered else ""
             diff = difflib.unified_diff(
                 actual.splitlines(keepends=True),
                 expected.splitlines(keepends=True),
                 fromfile=f"sql/{relative} (on disk{'' if path.is_file() else ', missing'})",
                 tofile=f"sql/{relative} (generated)",
             )
-            problems.append("".join(diff))
+            problems.append(hint + "".join(diff))
     return problems
 
 

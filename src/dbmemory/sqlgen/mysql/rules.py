@@ -143,7 +143,7 @@ BEGIN
     WHILE i <= v_len DO
         SET v_code = ORD(CONVERT(SUBSTRING(p_path, i, 1) USING utf32));
         IF v_code < 32 OR v_code > 126 THEN
-            CALL {P}_fail('invalid_path', CONCAT('path ', v_shown, ' has U+', LPAD(HEX(v_code), 4, '0'),
+            CALL {P}_fail('invalid_path', CONCAT('path ', v_shown, ' has U+', IF(v_code < 4096, LPAD(HEX(v_code), 4, '0'), HEX(v_code)),
                 ' at position ', i - 1, ': ', {q(PATH_RULE)}));
         END IF;
         IF v_code = 92 THEN

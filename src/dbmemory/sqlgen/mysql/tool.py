@@ -12,6 +12,7 @@ from dbmemory.sqlgen.mysql.rules import HANDLER, NUMBER, P, U, lock_store, q
 from dbmemory.sqlgen.mysql.tool_json import JSON_HELPERS
 from dbmemory.sqlgen.mysql.tool_render import RENDER
 from dbmemory.sqlgen.mysql.tool_text import TB, TEXT_HELPERS, eq, msg
+from dbmemory.sqlgen.mysql.tool_unicode import unicode_helpers
 from dbmemory.sqlgen.mysql.tool_writes import (
     CREATE,
     DELETE,
@@ -137,7 +138,10 @@ main: BEGIN
     IF p_command IS NULL OR {P}_py_strip(p_command) = '' THEN
         {err(msg(m.invalid_json, "the text is empty"))}
     END IF;
-    IF NOT JSON_VALID(p_command) THEN
+    -- MariaDB reads a few texts Python refuses (an unknown escape such as \\x, a control
+    -- character in a string): those are scanned as Python's json reads them
+    IF NOT JSON_VALID(p_command) OR (p_command REGEXP '[\\\\x00-\\\\x1f]|\\\\\\\\[^"\\\\\\\\/bfnrtu]|\\\\\\\\u(?![0-9A-Fa-f]{{4}})'
+                                     AND {P}_json_error(p_command) IS NOT NULL) THEN
         {err(msg(m.invalid_json, Text(f"{P}_json_error(p_command)")))}
     END IF;
     SET v_data = p_command;
@@ -363,5 +367,5 @@ main: BEGIN
     END write_block;
 END"""
 
-TOOL: list[tuple[str, str, str]] = [*TEXT_HELPERS, *JSON_HELPERS, *RENDER, ("PROCEDURE", f"{P}run_command", RUN)]
+TOOL: list[tuple[str, str, str]] = [*unicode_helpers(), *TEXT_HELPERS, *JSON_HELPERS, *RENDER, ("PROCEDURE", f"{P}run_command", RUN)]
 """``(kind, name, body)`` of the tool's routines, in creation order."""

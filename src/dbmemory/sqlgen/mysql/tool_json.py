@@ -18,43 +18,57 @@ BEGIN
     -- repr() of the float Python's json.loads makes of the JSON number p_number: the shortest
     -- digits that read back to the same double, fixed notation when the decimal exponent is
     -- from -4 to 15, else d.ddde+XX
-    DECLARE v_text VARCHAR(400) DEFAULT CAST(CAST(p_number AS DOUBLE) AS CHAR);
+    DECLARE v_text VARCHAR(400) DEFAULT p_number;
     DECLARE v_sign VARCHAR(1) DEFAULT '';
     DECLARE v_mant VARCHAR(400);
     DECLARE v_exp INT DEFAULT 0;
     DECLARE v_digits VARCHAR(400);
     DECLARE v_point INT;
     DECLARE v_at INT;
-    IF LEFT(v_text, 1) = '-' THEN
-        SET v_sign = '-';
-        SET v_text = SUBSTRING(v_text, 2);
+    DECLARE v_pass INT DEFAULT 1;
+    IF LEFT(TRIM(p_number), 1) = '-' THEN
+        SET v_sign = '-';  -- the number's own sign: MariaDB writes -0.0 as 0
     END IF;
-    SET v_at = LOCATE('e', LOWER(v_text));
-    IF v_at > 0 THEN
-        SET v_mant = LEFT(v_text, v_at - 1);
-        SET v_exp = CAST(SUBSTRING(v_text, v_at + 1) AS SIGNED);
-    ELSE
-        SET v_mant = v_text;
-    END IF;
-    SET v_point = LOCATE('.', v_mant);
-    IF v_point = 0 THEN
-        SET v_point = CHAR_LENGTH(v_mant) + 1;
-    END IF;
-    SET v_digits = REPLACE(v_mant, '.', '');
-    -- value = 0.<v_digits> * 10^(v_point - 1 + v_exp), without leading or trailing zeros
-    SET v_exp = v_exp + v_point - 1;
-    WHILE LEFT(v_digits, 1) = '0' AND CHAR_LENGTH(v_digits) > 1 DO
-        SET v_digits = SUBSTRING(v_digits, 2);
-        SET v_exp = v_exp - 1;
-    END WHILE;
-    SET v_digits = TRIM(TRAILING '0' FROM v_digits);
+    -- pass 1 reads the JSON number itself (past the double range Python reads inf), pass 2 the
+    -- shortest digits of its double
+    digits: LOOP
+        SET v_text = TRIM(LEADING '-' FROM TRIM(v_text));
+        SET v_at = LOCATE('e', LOWER(v_text));
+        IF v_at > 0 THEN
+            SET v_mant = LEFT(v_text, v_at - 1);
+            SET v_exp = CAST(SUBSTRING(v_text, v_at + 1) AS SIGNED);
+        ELSE
+            SET v_mant = v_text;
+        END IF;
+        SET v_point = LOCATE('.', v_mant);
+        IF v_point = 0 THEN
+            SET v_point = CHAR_LENGTH(v_mant) + 1;
+        END IF;
+        SET v_digits = REPLACE(v_mant, '.', '');
+        -- value = 0.<v_digits> * 10^(v_point - 1 + v_exp), without leading or trailing zeros
+        SET v_exp = v_exp + v_point - 1;
+        WHILE LEFT(v_digits, 1) = '0' AND CHAR_LENGTH(v_digits) > 1 DO
+            SET v_digits = SUBSTRING(v_digits, 2);
+            SET v_exp = v_exp - 1;
+        END WHILE;
+        SET v_digits = TRIM(TRAILING '0' FROM v_digits);
+        IF v_pass = 2 THEN
+            LEAVE digits;
+        END IF;
+        IF v_digits <> '' AND v_exp > 309 THEN
+            RETURN CONCAT(v_sign, 'inf');
+        END IF;
+        SET v_text = CAST(CAST(p_number AS DOUBLE) AS CHAR);
+        SET v_exp = 0;
+        SET v_pass = 2;
+    END LOOP digits;
     IF v_digits = '' THEN
         RETURN CONCAT(v_sign, '0.0');
     END IF;
     IF v_exp > 16 OR v_exp < -3 THEN
         RETURN CONCAT(v_sign, LEFT(v_digits, 1),
             IF(CHAR_LENGTH(v_digits) > 1, CONCAT('.', SUBSTRING(v_digits, 2)), ''),
-            'e', IF(v_exp - 1 < 0, '-', '+'), LPAD(ABS(v_exp - 1), 2, '0'));
+            'e', IF(v_exp - 1 < 0, '-', '+'), IF(ABS(v_exp - 1) < 10, '0', ''), ABS(v_exp - 1));
     END IF;
     IF v_exp <= 0 THEN
         RETURN CONCAT(v_sign, '0.', REPEAT('0', -v_exp), v_digits);
@@ -161,12 +175,16 @@ BEGIN
     IF p_value IS NULL THEN
         RETURN NULL;
     END IF;
-    IF JSON_TYPE(p_value) = 'INTEGER' THEN
+    IF JSON_TYPE(p_value) IN ('INTEGER', 'DOUBLE') AND TRIM(p_value) REGEXP '^-?[0-9]{{1,65}}$' THEN
         RETURN CAST(TRIM(p_value) AS DECIMAL(65, 0));
     END IF;
-    IF JSON_TYPE(p_value) = 'DOUBLE' THEN
+    IF JSON_TYPE(p_value) IN ('INTEGER', 'DOUBLE') THEN
+        IF {P}_py_float(TRIM(p_value)) IN ('inf', '-inf') THEN
+            RETURN NULL;
+        END IF;
         SET v_float = CAST(TRIM(p_value) AS DOUBLE);
-        RETURN IF(v_float = FLOOR(v_float), CAST(v_float AS DECIMAL(65, 0)), NULL);
+        -- an integral float of 65 digits or more does not fit: read as no whole number
+        RETURN IF(v_float = FLOOR(v_float) AND ABS(v_float) < 1e65, CAST(v_float AS DECIMAL(65, 0)), NULL);
     END IF;
     IF JSON_TYPE(p_value) = 'STRING' THEN
         SET v_text = JSON_UNQUOTE(p_value);

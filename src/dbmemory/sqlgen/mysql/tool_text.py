@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 from dbmemory.core.paths import MAX_DECODE_ROUNDS, MAX_PATH_CHARS, MAX_RAW_PATH_CHARS, ROOT
 from dbmemory.sqlgen.mysql.rules import P, q
+from dbmemory.sqlgen.mysql.tool_unicode import char_rules
 from dbmemory.sqlgen.tool_text import join_pieces, path_rule, rule_of, template
+from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION, tables
 from dbmemory.tool import messages as m
 
 __all__ = ["msg", "TB", "ch", "eq", "FUNCTION_OPTIONS", "BACKSLASH", "TEXT_HELPERS"]
@@ -49,6 +51,7 @@ def _rule(raw: str, shown_end: str, **values: str) -> str:
     return path_rule(raw, shown_end, q, _concat, values)
 
 
+_CHARS = char_rules()
 _RULES = {
     "empty": q(rule_of("")),
     "long_raw": _rule("/" + "a" * MAX_RAW_PATH_CHARS, " characters) ",
@@ -56,8 +59,6 @@ _RULES = {
     "deep": _rule("/memories/%" + "25" * (MAX_DECODE_ROUNDS + 1) + "41", "' "),
     "utf8": _rule("/memories/%ff", "' "),
     "backslash": _rule("/memories/a\\b", "' ", **{"11": "CAST(i - 1 AS CHAR)"}),
-    "control": _rule("/memories/a\tb", "' ",
-                     **{"'\\t'": f"{P}_py_repr(v_char)", "U+0009": "v_hex", "11": "CAST(i - 1 AS CHAR)"}),
     "outside": _rule("/other", "' "),
     "dotdot": _rule("/memories/..", "' "),
     "dot": _rule("/memories/.", "' "),
@@ -77,7 +78,7 @@ _FMT_INT = f"""CREATE FUNCTION {P}_fmt_int(p_n DECIMAL(65, 0)) RETURNS VARCHAR(1
 _PY_REPR = f"""CREATE FUNCTION {P}_py_repr(p_text {TB}) RETURNS {TB}
     {_F}
 BEGIN
-    -- Python's repr() of a str, exact for ASCII and Latin-1 controls; other characters as they are
+    -- Python's repr() of a str (str.isprintable() from dbmemory.sqlgen.unicode_tables)
     DECLARE v_quote VARCHAR(1) DEFAULT IF(LOCATE('''', p_text) > 0 AND LOCATE('"', p_text) = 0, '"', '''');
     DECLARE v_out {TB} DEFAULT '';
     DECLARE v_char {TB};
@@ -93,8 +94,8 @@ BEGIN
             WHEN v_code = 10 THEN CONCAT({_BS}, 'n')
             WHEN v_code = 13 THEN CONCAT({_BS}, 'r')
             WHEN v_code = 9 THEN CONCAT({_BS}, 't')
-            WHEN v_code < 32 OR v_code BETWEEN 127 AND 160 OR v_code = 173
-                THEN CONCAT({_BS}, 'x', LOWER(LPAD(HEX(v_code), 2, '0')))
+            WHEN v_code < 32 OR v_code = 127 THEN CONCAT({_BS}, 'x', LOWER(LPAD(HEX(v_code), 2, '0')))
+            WHEN v_code > 127 AND {P}_uni_nonprintable(v_code) IS NOT NULL THEN {P}_py_escape(v_code)
             ELSE v_char END);
         SET i = i + 1;
     END WHILE;
@@ -103,9 +104,31 @@ END"""
 
 _QUOTE_VALUE = f"""CREATE FUNCTION {P}_quote_value(p_text {TB}, p_max INT) RETURNS {TB}
     {_F}
-    -- dbmemory.core.paths.quote_value
-    RETURN IF(CHAR_LENGTH(p_text) <= p_max, {P}_py_repr(p_text),
-              CONCAT({P}_py_repr(LEFT(p_text, p_max)), '... (', {P}_fmt_int(CHAR_LENGTH(p_text)), ' characters)'))"""
+    -- dbmemory.core.paths.quote_value: repr, invisible printable characters as \\uXXXX, clipped
+    RETURN IF(CHAR_LENGTH(p_text) <= p_max, {P}_escape_invisible({P}_py_repr(p_text)),
+              CONCAT({P}_escape_invisible({P}_py_repr(LEFT(p_text, p_max))), '... (',
+                     {P}_fmt_int(CHAR_LENGTH(p_text)), ' characters)'))"""
+
+_ESCAPE_INVISIBLE = f"""CREATE FUNCTION {P}_escape_invisible(p_text {TB}) RETURNS {TB}
+    {_F}
+BEGIN
+    -- dbmemory.core.paths._escape_invisible
+    DECLARE v_out {TB} DEFAULT '';
+    DECLARE v_char {TB};
+    DECLARE v_code INT;
+    DECLARE i INT DEFAULT 1;
+    IF CHAR_LENGTH(p_text) = LENGTH(p_text) THEN
+        RETURN p_text;
+    END IF;
+    WHILE i <= CHAR_LENGTH(p_text) DO
+        SET v_char = SUBSTRING(p_text, i, 1);
+        SET v_code = ORD(CONVERT(v_char USING utf32));
+        SET v_out = CONCAT(v_out, IF(v_code > 127 AND {P}_uni_invisible(v_code) IS NOT NULL,
+                                     {P}_escape_chars(v_char), v_char));
+        SET i = i + 1;
+    END WHILE;
+    RETURN v_out;
+END"""
 
 _SHOW_TEXT = f"""CREATE FUNCTION {P}_show_text(p_text {TB}) RETURNS {TB}
     {_F}
@@ -160,12 +183,11 @@ _TOOL_PATH = f"""CREATE FUNCTION {P}_tool_path(p_raw {TB}, p_name VARCHAR(20)) R
     {_F}
 BEGIN
     -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path):
-    -- the canonical path, or the error text (starting {q(m.ERROR_MARKER)}); a path outside printable
-    -- ASCII after decoding gets the SQL API's path rule (_check_path)
+    -- the canonical path, or the error text (starting {q(m.ERROR_MARKER)}); the same rules for every
+    -- character (Unicode {UNICODE_VERSION}; NFC by {P}_nfc)
     DECLARE v_text {TB} DEFAULT p_raw;
     DECLARE v_decoded LONGBLOB;
     DECLARE v_char {TB};
-    DECLARE v_hex VARCHAR(20);
     DECLARE v_seg {TB};
     DECLARE v_shown {TB};
     DECLARE v_rule {TB};
@@ -175,7 +197,10 @@ BEGIN
     DECLARE i INT;
     DECLARE j INT;
     DECLARE n INT;
-    DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' GET DIAGNOSTICS CONDITION 1 v_error = MESSAGE_TEXT;
+    DECLARE k INT;
+    DECLARE v_tag VARCHAR(2);
+    DECLARE v_dots INT;
+    DECLARE v_visible BOOLEAN;
     IF CHAR_LENGTH(p_raw) = 0 THEN
         SET v_rule = {_RULES["empty"]};
     ELSEIF CHAR_LENGTH(p_raw) > {MAX_RAW_PATH_CHARS} THEN
@@ -221,6 +246,7 @@ BEGIN
         SET r = r + 1;
     END WHILE;
     IF v_rule IS NULL THEN
+        SET v_text = {P}_nfc(v_text);
         SET v_shown = CONCAT({P}_quote_value(p_raw, 100), IF({eq("v_text", "p_raw")}, '',
             CONCAT(' (decoded: ', {P}_quote_value(v_text, 100), ')')));
         SET i = 1;
@@ -232,14 +258,22 @@ BEGIN
                 SET v_rule = {_RULES["backslash"]};
                 LEAVE chars;
             END IF;
-            IF v_code < 32 OR v_code = 127 THEN
-                SET v_hex = CONCAT('U+', UPPER(LPAD(HEX(v_code), 4, '0')));
-                SET v_rule = {_RULES["control"]};
-                LEAVE chars;
-            END IF;
-            IF v_code > 127 THEN
-                CALL {P}_check_path(v_text);
-                RETURN CONCAT({q(m.ERROR_MARKER)}, SUBSTRING(v_error, {len("invalid_path: ") + 1}));
+            IF v_code < 32 OR v_code > 126 THEN
+                -- dbmemory.core.paths._check_characters, in its order (the tables of
+                -- dbmemory.sqlgen.unicode_tables for the non-ASCII characters)
+                SET v_tag = IF(v_code > 127, {P}_uni_refused(v_code), NULL);
+                IF v_tag = 'SL' THEN
+                    SET v_rule = {_CHARS["slash"]};
+                ELSEIF v_code < 128 OR v_tag IN ({", ".join(q(t) for t in sorted(tables().what))}) THEN
+                    SET v_rule = {_CHARS["refused"]};
+                ELSEIF v_tag = 'IN' THEN
+                    SET v_rule = {_CHARS["invisible"]};
+                ELSEIF v_tag = 'WS' THEN
+                    SET v_rule = {_CHARS["spacelike"]};
+                END IF;
+                IF v_rule IS NOT NULL THEN
+                    LEAVE chars;
+                END IF;
             END IF;
             SET i = i + 1;
         END WHILE;
@@ -266,7 +300,25 @@ BEGIN
                     SET v_rule = {_RULES["dotdot"]};
                 ELSEIF {eq("v_seg", "'.'")} THEN
                     SET v_rule = {_RULES["dot"]};
-                ELSEIF ORD(LEFT(v_seg, 1)) = 32 OR ORD(RIGHT(v_seg, 1)) = 32 THEN
+                ELSEIF CHAR_LENGTH(v_seg) < LENGTH(v_seg) THEN
+                    -- dbmemory.core.paths._dot_skeleton: what is left once the marks are dropped
+                    SET v_dots = 0;
+                    SET v_visible = FALSE;
+                    SET k = 1;
+                    WHILE k <= CHAR_LENGTH(v_seg) AND NOT v_visible DO
+                        SET v_code = ORD(CONVERT(SUBSTRING(v_seg, k, 1) USING utf32));
+                        SET v_tag = IF(v_code = 46, '1', IF(v_code < 128, NULL, {P}_uni_skeleton(v_code)));
+                        SET v_visible = v_tag IS NULL;
+                        SET v_dots = v_dots + CASE v_tag WHEN '1' THEN 1 WHEN '2' THEN 2 ELSE 0 END;
+                        SET k = k + 1;
+                    END WHILE;
+                    IF NOT v_visible AND v_dots IN (1, 2) THEN
+                        SET v_rule = {_CHARS["dotlike"]};
+                    ELSEIF NOT v_visible AND v_dots = 0 THEN
+                        SET v_rule = {_CHARS["combining"]};
+                    END IF;
+                END IF;
+                IF v_rule IS NULL AND (ORD(LEFT(v_seg, 1)) = 32 OR ORD(RIGHT(v_seg, 1)) = 32) THEN
                     SET v_rule = {_RULES["space"]};
                 END IF;
                 IF v_rule IS NOT NULL THEN
@@ -295,6 +347,7 @@ TEXT_HELPERS: list[tuple[str, str, str]] = [
     ("FUNCTION", f"{P}_fmt_int", _FMT_INT),
     ("FUNCTION", f"{P}_py_repr", _PY_REPR),
     ("FUNCTION", f"{P}_quote_value", _QUOTE_VALUE),
+    ("FUNCTION", f"{P}_escape_invisible", _ESCAPE_INVISIBLE),
     ("FUNCTION", f"{P}_show_text", _SHOW_TEXT),
     ("FUNCTION", f"{P}_py_strip", _STRIP),
     ("FUNCTION", f"{P}_format_size", _FORMAT_SIZE),

@@ -126,7 +126,7 @@ BEGIN
         IF v_code < 32 OR v_code > 126 THEN
             PERFORM {S}._fail('invalid_path', format(
                 'path %s has U+%s at position %s: %s; write it through the Python API, or use ASCII names',
-                v_shown, upper(lpad(to_hex(v_code), 4, '0')), i - 1, {q(PATH_RULE)}));
+                v_shown, upper(CASE WHEN v_code < 4096 THEN lpad(to_hex(v_code), 4, '0') ELSE to_hex(v_code) END), i - 1, {q(PATH_RULE)}));
         END IF;
         IF v_code = 92 THEN
             PERFORM {S}._fail('invalid_path', format(

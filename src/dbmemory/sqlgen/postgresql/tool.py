@@ -80,6 +80,7 @@ DECLARE
     v_raw text;
     v_s text;
     v_err text;
+    v_first_err text;
     v_key text;
     p_path text;
     v_new text;
@@ -127,6 +128,7 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM json_object_keys(v_data) k WHERE k = 'command') THEN
         v_known := EXISTS (SELECT 1 FROM json_object_keys(v_data) k WHERE k = ANY ({"ARRAY[" + ", ".join(q(k) for k in WRAPPER_KEYS) + "]"}));
+        <<unwrap>>
         FOR r IN SELECT e.key, e.value FROM json_each(v_data) e
                   WHERE (v_known AND e.key = ANY ({"ARRAY[" + ", ".join(q(k) for k in WRAPPER_KEYS) + "]"}))
                      OR (NOT v_known AND (SELECT count(*) FROM json_object_keys(v_data)) = 1)
@@ -134,18 +136,38 @@ BEGIN
             v_inner := r.value;
             IF json_typeof(v_inner) = 'string' THEN
                 CONTINUE WHEN NOT ltrim(v_inner #>> '{{}}') LIKE '{{%' AND NOT v_known;
-                BEGIN
-                    v_inner := (v_inner #>> '{{}}')::json;
-                EXCEPTION WHEN others THEN
-                    CONTINUE;
-                END;
+                -- a wrapper whose text cannot be read reports that error (the first one), as
+                -- dbmemory.tool.args._unwrap does, unless a later one holds the command
+                FOR k IN 1 .. 2 LOOP
+                    v_s := v_inner #>> '{{}}';
+                    IF btrim(v_s, E' \t\n\r\x0b\x0c') = '' THEN
+                        v_first_err := coalesce(v_first_err, {E} || {msg(m.invalid_json, "the text is empty")});
+                        CONTINUE unwrap;
+                    END IF;
+                    BEGIN
+                        v_inner := v_s::json;
+                    EXCEPTION WHEN others THEN
+                        v_first_err := coalesce(v_first_err, {E} || {msg(m.invalid_json, Text(f"coalesce({S}._json_error(v_s), 'the text is not JSON PostgreSQL reads')"))});
+                        CONTINUE unwrap;
+                    END;
+                    EXIT WHEN json_typeof(v_inner) <> 'string' OR NOT ltrim(v_inner #>> '{{}}') LIKE '{{%' OR k = 2;
+                END LOOP;
+                IF json_typeof(v_inner) <> 'object' THEN
+                    v_value := v_inner;
+                    v_first_err := coalesce(v_first_err, {E} || {msg(m.arguments_not_an_object, V)});
+                    CONTINUE unwrap;
+                END IF;
             END IF;
             CONTINUE WHEN json_typeof(v_inner) <> 'object';
             IF EXISTS (SELECT 1 FROM json_object_keys(v_inner) k WHERE k = 'command') THEN
                 v_data := v_inner;
+                v_first_err := NULL;
                 EXIT;
             END IF;
         END LOOP;
+        IF v_first_err IS NOT NULL THEN
+            RETURN v_first_err;
+        END IF;
     END IF;
     v_value := v_data -> 'command';
     IF v_value IS NULL OR json_typeof(v_value) = 'null' THEN

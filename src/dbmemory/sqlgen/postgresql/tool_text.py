@@ -15,7 +15,9 @@ from dbmemory.core.paths import (
     ROOT,
 )
 from dbmemory.sqlgen.postgresql.rules import S, q
+from dbmemory.sqlgen.postgresql.tool_unicode import char_rules
 from dbmemory.sqlgen.tool_text import join_pieces, path_rule, rule_of, template
+from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION, tables
 from dbmemory.tool import messages as m
 
 __all__ = ["msg", "TEXT_HELPERS"]
@@ -39,6 +41,7 @@ def _rule(raw: str, shown_end: str, **values: str) -> str:
     return path_rule(raw, shown_end, q, _concat, values)
 
 
+_CHARS = char_rules()
 _RULES = {
     "empty": q(rule_of("")),
     "long_raw": _rule("/" + "a" * MAX_RAW_PATH_CHARS, " characters) ",
@@ -47,8 +50,6 @@ _RULES = {
     "utf8": _rule("/memories/%ff", "' "),
     "empty_decoded": None,
     "backslash": _rule("/memories/a\\b", "' ", **{"11": "(i - 1)::text"}),
-    "control": _rule("/memories/a\tb", "' ",
-                         **{"'\\t'": f"{S}._py_repr(v_char)", "U+0009": "v_hex", "11": "(i - 1)::text"}),
     "outside": _rule("/other", "' "),
     "dotdot": _rule("/memories/..", "' "),
     "dot": _rule("/memories/.", "' "),
@@ -66,7 +67,7 @@ $f$;
 
 CREATE OR REPLACE FUNCTION {S}._py_repr(p_text text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $f$
--- Python's repr() of a str, exact for ASCII and Latin-1 controls; other characters as they are
+-- Python's repr() of a str (str.isprintable() from dbmemory.sqlgen.unicode_tables)
 DECLARE
     v_quote text := CASE WHEN strpos(p_text, '''') > 0 AND strpos(p_text, '"') = 0 THEN '"' ELSE '''' END;
     v_out text := '';
@@ -82,8 +83,8 @@ BEGIN
             WHEN v_code = 10 THEN '\\n'
             WHEN v_code = 13 THEN '\\r'
             WHEN v_code = 9 THEN '\\t'
-            WHEN v_code < 32 OR v_code BETWEEN 127 AND 160 OR v_code = 173
-                THEN '\\x' || lpad(to_hex(v_code), 2, '0')
+            WHEN v_code < 32 OR v_code = 127 THEN '\\x' || lpad(to_hex(v_code), 2, '0')
+            WHEN v_code > 127 AND {S}._uni_nonprintable(v_code) THEN {S}._py_escape(v_code)
             ELSE v_char END;
     END LOOP;
     RETURN v_quote || v_out || v_quote;
@@ -92,9 +93,10 @@ $f$;
 
 CREATE OR REPLACE FUNCTION {S}._quote_value(p_text text, p_max integer DEFAULT 100) RETURNS text
 LANGUAGE sql IMMUTABLE AS $f$
-    -- dbmemory.core.paths.quote_value
-    SELECT CASE WHEN length(p_text) <= p_max THEN {S}._py_repr(p_text)
-           ELSE {S}._py_repr(left(p_text, p_max)) || '... (' || {S}._fmt_int(length(p_text)) || ' characters)' END
+    -- dbmemory.core.paths.quote_value: repr, invisible printable characters as \\uXXXX, clipped
+    SELECT CASE WHEN length(p_text) <= p_max THEN {S}._escape_invisible({S}._py_repr(p_text))
+           ELSE {S}._escape_invisible({S}._py_repr(left(p_text, p_max))) || '... ('
+                || {S}._fmt_int(length(p_text)) || ' characters)' END
 $f$;
 
 CREATE OR REPLACE FUNCTION {S}._show_text(p_text text) RETURNS text
@@ -119,11 +121,7 @@ BEGIN
         IF v_text ~ '^-?[0-9]+$' THEN
             RETURN v_text::numeric::text;
         END IF;
-        v_float := v_text::double precision;
-        IF v_float = trunc(v_float) AND abs(v_float) < 1e16 THEN
-            RETURN trunc(v_float)::numeric::text || '.0';
-        END IF;
-        RETURN v_float::text;
+        RETURN {S}._py_float(v_text);
     WHEN 'array' THEN
         RETURN '[' || coalesce((SELECT string_agg({S}._py_json(e.value), ', ' ORDER BY e.n)
                                   FROM json_array_elements(p_value) WITH ORDINALITY e(value, n)), '') || ']';
@@ -176,7 +174,11 @@ BEGIN
         IF v_text ~ '^-?[0-9]+$' THEN
             RETURN v_text::numeric;
         END IF;
-        v_float := v_text::double precision;
+        BEGIN
+            v_float := v_text::double precision;
+        EXCEPTION WHEN numeric_value_out_of_range THEN
+            RETURN CASE WHEN v_text ~ '[eE]-' THEN 0 END;  -- inf is no whole number, a tiny one is 0
+        END;
         RETURN CASE WHEN v_float = trunc(v_float) THEN trunc(v_float::numeric) END;
     END IF;
     IF json_typeof(p_value) = 'string' THEN
@@ -217,9 +219,8 @@ $f$;
 
 CREATE OR REPLACE FUNCTION {S}._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
 LANGUAGE plpgsql IMMUTABLE AS $f$
--- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path);
--- a path outside printable ASCII after decoding and the NFKC fold of letters gets the SQL API's
--- path rule (_check_path)
+-- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path),
+-- the same rules for every character (Unicode {UNICODE_VERSION})
 DECLARE
     v_text text := p_raw;
     v_decoded text;
@@ -228,6 +229,10 @@ DECLARE
     v_seg text;
     v_shown text;
     v_rule text;
+    v_code integer;
+    v_tag text;
+    v_visible boolean;
+    v_dots integer;
     v_changed boolean := true;
 BEGIN
     IF p_raw = '' THEN
@@ -277,23 +282,25 @@ BEGIN
             THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
         FOR i IN 1 .. length(v_text) LOOP
             v_char := substr(v_text, i, 1);
+            v_code := ascii(v_char);
             IF v_char = '\\' THEN
                 v_rule := {_RULES["backslash"]};
                 EXIT;
             END IF;
-            IF ascii(v_char) < 32 OR ascii(v_char) = 127 THEN
-                v_hex := 'U+' || upper(lpad(to_hex(ascii(v_char)), 4, '0'));
-                v_rule := {_RULES["control"]};
-                EXIT;
+            CONTINUE WHEN v_code BETWEEN 32 AND 126;
+            -- dbmemory.core.paths._check_characters, in its order (the tables of
+            -- dbmemory.sqlgen.unicode_tables for the non-ASCII characters)
+            v_tag := CASE WHEN v_code > 127 THEN {S}._uni_refused(v_code) END;
+            IF v_tag = 'SL' THEN
+                v_rule := {_CHARS["slash"]};
+            ELSIF v_code < 128 OR v_tag IN ({", ".join(q(t) for t in sorted(tables().what))}) THEN
+                v_rule := {_CHARS["refused"]};
+            ELSIF v_tag = 'IN' THEN
+                v_rule := {_CHARS["invisible"]};
+            ELSIF v_tag = 'WS' THEN
+                v_rule := {_CHARS["spacelike"]};
             END IF;
-            IF ascii(v_char) > 127 THEN
-                BEGIN
-                    PERFORM {S}._check_path(v_text);
-                EXCEPTION WHEN others THEN
-                    error := {q(m.ERROR_MARKER)} || substr(SQLERRM, length('invalid_path: ') + 1);
-                    RETURN;
-                END;
-            END IF;
+            EXIT WHEN v_rule IS NOT NULL;
         END LOOP;
     END IF;
     IF v_rule IS NULL THEN
@@ -309,7 +316,20 @@ BEGIN
                     v_rule := {_RULES["dotdot"]};
                 ELSIF v_seg = '.' THEN
                     v_rule := {_RULES["dot"]};
-                ELSIF left(v_seg, 1) = ' ' OR right(v_seg, 1) = ' ' THEN
+                ELSIF v_seg !~ '^[\\x01-\\x7f]*$' THEN
+                    -- dbmemory.core.paths._dot_skeleton: what is left once the marks are dropped
+                    SELECT bool_or(k IS NULL), coalesce(sum(k), 0) INTO v_visible, v_dots
+                      FROM (SELECT CASE WHEN c = '.' THEN 1 WHEN ascii(c) < 128 THEN NULL
+                                        ELSE CASE {S}._uni_skeleton(ascii(c)) WHEN 'M' THEN 0
+                                             WHEN '1' THEN 1 WHEN '2' THEN 2 END END AS k
+                              FROM unnest(string_to_array(v_seg, NULL)) c) d;
+                    IF NOT v_visible AND v_dots IN (1, 2) THEN
+                        v_rule := {_CHARS["dotlike"]};
+                    ELSIF NOT v_visible AND v_dots = 0 THEN
+                        v_rule := {_CHARS["combining"]};
+                    END IF;
+                END IF;
+                IF v_rule IS NULL AND (left(v_seg, 1) = ' ' OR right(v_seg, 1) = ' ') THEN
                     v_rule := {_RULES["space"]};
                 END IF;
                 EXIT WHEN v_rule IS NOT NULL;
