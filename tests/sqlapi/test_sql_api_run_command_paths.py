@@ -75,5 +75,5 @@ def test_lookalike_paths_match_python(api: SqlApi, server_engine: Engine, server
         pytest.skip("Oracle's API has no run_command")
     paths = sample_paths(seed, 400)
     got = _sql(server_engine, server_name, paths)
-    differences = [(raw, _python(raw), answer) for raw, answer in zip(paths, got) if answer != _python(raw)]
+    differences = [(raw, _python(raw), answer) for raw, answer in zip(paths, got, strict=True) if answer != _python(raw)]
     assert differences == [], f"{len(differences)} of {len(paths)} paths differ, e.g. {differences[:3]}"

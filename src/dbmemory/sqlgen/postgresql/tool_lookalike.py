@@ -9,7 +9,12 @@ from __future__ import annotations
 from dbmemory.sqlgen.postgresql.rules import S, q
 from dbmemory.sqlgen.postgresql.tool_unicode import HEX
 from dbmemory.sqlgen.tool_text import path_rule
-from dbmemory.sqlgen.unicode_tables import CONFUSABLES_VERSION, SCRIPT_NAMES, UNICODE_VERSION, tables
+from dbmemory.sqlgen.unicode_tables import (
+    CONFUSABLES_VERSION,
+    SCRIPT_NAMES,
+    UNICODE_VERSION,
+    tables,
+)
 
 __all__ = ["lookalike_helpers", "fold_rule"]
 
