@@ -1509,7 +1509,7 @@ BEGIN
         SET v_code = ORD(CONVERT(v_char USING utf32));
         IF v_code > 127 AND dbm_memory__uni_class(v_code) = 'M'
            AND (i = 1 OR ORD(CONVERT(SUBSTRING(p_seg, i - 1, 1) USING utf32)) < 128) THEN
-            RETURN CONCAT('has a segment ', dbm_memory__quote_value(p_seg, 100), ' that holds a combining mark ', CONCAT(dbm_memory__py_repr(v_char), ' (', CONCAT('U+', IF(CHAR_LENGTH(HEX(v_code)) < 4, LPAD(HEX(v_code), 4, '0'), HEX(v_code))), dbm_memory__uni_cname(v_code), ')'), ' on ', IF(i = 1, 'the start of the segment', dbm_memory__py_repr(SUBSTRING(p_seg, i - 1, 1))), ' that normalisation cannot join with it into one letter, so the name would list like one without the mark: use a precomposed letter (such as ''é'') or remove the mark');
+            RETURN CONCAT('has a segment ', dbm_memory__quote_value(p_seg, 100), ' that holds a combining mark ', CONCAT(dbm_memory__py_repr(v_char), ' (', CONCAT('U+', IF(CHAR_LENGTH(HEX(v_code)) < 4, LPAD(HEX(v_code), 4, '0'), HEX(v_code))), dbm_memory__uni_cname(v_code), ')'), ' on ', IF(i = 1, 'the start of the segment', dbm_memory__py_repr(SUBSTRING(p_seg, i - 1, 1))), CONCAT(' that normalisation cannot join with it into one letter, so the name would list like one without the mark: use a precomposed letter (such as ''', CONVERT(CHAR(233 USING utf32) USING utf8mb4), ''') or remove the mark'));
         END IF;
         SET i = i + 1;
     END WHILE;

@@ -1579,7 +1579,7 @@ BEGIN
         v_char := substr(p_seg, i, 1);
         v_code := ascii(v_char);
         IF v_code > 127 AND dbm_memory._uni_class(v_code) = 'M' AND (i = 1 OR ascii(substr(p_seg, i - 1, 1)) < 128) THEN
-            RETURN ('has a segment ' || dbm_memory._quote_value(p_seg) || ' that holds a combining mark ' || (dbm_memory._py_repr(v_char) || ' (U+' || upper(CASE WHEN length(to_hex(v_code)) < 4 THEN lpad(to_hex(v_code), 4, '0') ELSE to_hex(v_code) END) || dbm_memory._uni_cname(v_code) || ')') || ' on ' || CASE WHEN i = 1 THEN 'the start of the segment' ELSE dbm_memory._py_repr(substr(p_seg, i - 1, 1)) END || ' that normalisation cannot join with it into one letter, so the name would list like one without the mark: use a precomposed letter (such as ''é'') or remove the mark');
+            RETURN ('has a segment ' || dbm_memory._quote_value(p_seg) || ' that holds a combining mark ' || (dbm_memory._py_repr(v_char) || ' (U+' || upper(CASE WHEN length(to_hex(v_code)) < 4 THEN lpad(to_hex(v_code), 4, '0') ELSE to_hex(v_code) END) || dbm_memory._uni_cname(v_code) || ')') || ' on ' || CASE WHEN i = 1 THEN 'the start of the segment' ELSE dbm_memory._py_repr(substr(p_seg, i - 1, 1)) END || (' that normalisation cannot join with it into one letter, so the name would list like one without the mark: use a precomposed letter (such as ''' || chr(233) || ''') or remove the mark'));
         END IF;
     END LOOP;
     FOR i IN 1 .. length(p_seg) + 1 LOOP

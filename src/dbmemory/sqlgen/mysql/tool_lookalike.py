@@ -8,6 +8,8 @@ functions, and rule 11 (:func:`dbmemory.core.lookalikes.lookalike_problem`), fro
 
 from __future__ import annotations
 
+import re
+
 from dbmemory.core.paths import MAX_RAW_PATH_CHARS
 from dbmemory.sqlgen.mysql.rules import P, q
 from dbmemory.sqlgen.mysql.tool_unicode import HEX_CODE, TB, char_rules, table_function
@@ -23,6 +25,14 @@ __all__ = ["lookalike_helpers", "fold_rule"]
 
 _F = "DETERMINISTIC NO SQL SQL SECURITY DEFINER"
 _CODE = "ORD(CONVERT({c} USING utf32))"
+
+
+def _literal(text: str) -> str:
+    """A literal of ``text`` with its non-ASCII characters as code points (the scripts are ASCII)."""
+    pieces = re.split(r"([^\x00-\x7f])", text)
+    parts = [f"CONVERT(CHAR({ord(p)} USING utf32) USING utf8mb4)"
+             if len(p) == 1 and not p.isascii() else q(p) for p in pieces if p]
+    return _concat(parts) if len(parts) > 1 else parts[0]
 
 
 def _concat(parts: list[str]) -> str:
@@ -41,7 +51,7 @@ def _named(code: str, char: str) -> str:
 def fold_rule() -> str:
     """Rule 5's refusal of a character whose NFKC form holds a separator, as an expression of
     ``v_char``, ``v_code``, ``v_tag`` (S, B or P) and ``i``."""
-    return path_rule("/memories/a\u2100b", "' ", q, _concat, {
+    return path_rule("/memories/a\u2100b", "' ", _literal, _concat, {
         "'\u2100'": f"{P}_py_repr(v_char)", "U+2100": _hex("v_code"), "11": "CAST(i - 1 AS CHAR)",
         "'a/c'": f"{P}_py_repr({P}_nfkc(v_char))",
         "'/'": f"CASE v_tag WHEN 'S' THEN {q(repr('/'))} WHEN 'B' THEN {q(repr(chr(92)))} ELSE {q(repr('%'))} END"})
@@ -49,7 +59,7 @@ def fold_rule() -> str:
 
 def _char_rule() -> str:
     chars = char_rules()
-    backslash = path_rule("/memories/a\\b", "' ", q, _concat, {"11": "CAST(i - 1 AS CHAR)"})
+    backslash = path_rule("/memories/a\\b", "' ", _literal, _concat, {"11": "CAST(i - 1 AS CHAR)"})
     return f"""CREATE FUNCTION {P}_path_char_rule(p_text {TB}) RETURNS {TB}
     {_F}
 BEGIN
@@ -86,13 +96,13 @@ END"""
 def _lookalike_rule() -> str:
     latin = f"{SCRIPT_NAMES.index('Latin'):02X}"
     seg = f"{P}_quote_value(p_seg, 100)"
-    mark = path_rule("/memories/x\u0301.md", "' ", q, _concat, {
+    mark = path_rule("/memories/x\u0301.md", "' ", _literal, _concat, {
         "'x\u0301.md'": seg, "'\u0301' (U+0301 COMBINING ACUTE ACCENT)": _named("v_code", "v_char"),
         "'x'": f"IF(i = 1, 'the start of the segment', {P}_py_repr(SUBSTRING(p_seg, i - 1, 1)))"})
-    mixed = path_rule("/memories/\u0440refs.md", "' ", q, _concat, {
+    mixed = path_rule("/memories/\u0440refs.md", "' ", _literal, _concat, {
         "'\u0440refs.md'": seg, "'\u0440refs'": f"{P}_py_repr(v_word)", "Cyrillic and Latin": "v_names",
         " ('\u0440' (U+0440 CYRILLIC SMALL LETTER ER) looks like 'p')": "v_example"})
-    whole = path_rule("/memories/\u0430\u0441\u0435.md", "' ", q, _concat, {
+    whole = path_rule("/memories/\u0430\u0441\u0435.md", "' ", _literal, _concat, {
         "'\u0430\u0441\u0435.md'": seg, "'\u0430\u0441\u0435'": f"{P}_py_repr(v_word)", "'ace'": f"{P}_py_repr(v_shown)"})
     names = ", ".join(q(n) for n in SCRIPT_NAMES)
     return f"""CREATE FUNCTION {P}_lookalike_rule(p_seg {TB}) RETURNS {TB}

@@ -6,6 +6,8 @@ ASCII character, a word mixing scripts, a word of ASCII look-alikes), from the t
 
 from __future__ import annotations
 
+import re
+
 from dbmemory.sqlgen.postgresql.rules import S, q
 from dbmemory.sqlgen.postgresql.tool_unicode import HEX
 from dbmemory.sqlgen.tool_text import path_rule
@@ -21,6 +23,14 @@ __all__ = ["lookalike_helpers", "fold_rule"]
 _ASCII = "'^[\\x01-\\x7f]*$'"
 
 
+def _literal(text: str) -> str:
+    """A literal of ``text`` with its non-ASCII characters as code points (the scripts are ASCII)."""
+    pieces = re.split(r"([^\x00-\x7f])", text)
+    parts = [f"chr({ord(p)})"
+             if len(p) == 1 and not p.isascii() else q(p) for p in pieces if p]
+    return _concat(parts) if len(parts) > 1 else parts[0]
+
+
 def _concat(parts: list[str]) -> str:
     return "(" + " || ".join(parts) + ")"
 
@@ -33,7 +43,7 @@ def _named(code: str, char: str) -> str:
 def fold_rule() -> str:
     """Rule 5's refusal of a character whose NFKC form holds a separator, as an expression of
     ``v_char``, ``v_code``, ``v_tag`` (S, B or P) and ``i``."""
-    return path_rule("/memories/a\u2100b", "' ", q, _concat, {
+    return path_rule("/memories/a\u2100b", "' ", _literal, _concat, {
         "'\u2100'": f"{S}._py_repr(v_char)", "U+2100": "'U+' || " + HEX.format(c="v_code"),
         "11": "(i - 1)::text", "'a/c'": f"{S}._py_repr(normalize(v_char, NFKC))",
         "'/'": "CASE v_tag WHEN 'S' THEN '''/''' WHEN 'B' THEN '''\\\\''' ELSE '''%''' END"})
@@ -45,13 +55,13 @@ def lookalike_helpers() -> str:
     latin = f"{SCRIPT_NAMES.index('Latin'):02X}"
     names = "ARRAY[" + ", ".join(q(n) for n in SCRIPT_NAMES) + "]"
     seg = f"{S}._quote_value(p_seg)"
-    mark = path_rule("/memories/x\u0301.md", "' ", q, _concat, {
+    mark = path_rule("/memories/x\u0301.md", "' ", _literal, _concat, {
         "'x\u0301.md'": seg, "'\u0301' (U+0301 COMBINING ACUTE ACCENT)": _named("v_code", "v_char"),
         "'x'": f"CASE WHEN i = 1 THEN 'the start of the segment' ELSE {S}._py_repr(substr(p_seg, i - 1, 1)) END"})
-    mixed = path_rule("/memories/\u0440refs.md", "' ", q, _concat, {
+    mixed = path_rule("/memories/\u0440refs.md", "' ", _literal, _concat, {
         "'\u0440refs.md'": seg, "'\u0440refs'": f"{S}._py_repr(v_word)", "Cyrillic and Latin": "v_names",
         " ('\u0440' (U+0440 CYRILLIC SMALL LETTER ER) looks like 'p')": "v_example"})
-    whole = path_rule("/memories/\u0430\u0441\u0435.md", "' ", q, _concat, {
+    whole = path_rule("/memories/\u0430\u0441\u0435.md", "' ", _literal, _concat, {
         "'\u0430\u0441\u0435.md'": seg, "'\u0430\u0441\u0435'": f"{S}._py_repr(v_word)", "'ace'": f"{S}._py_repr(v_shown)"})
     return f"""CREATE OR REPLACE FUNCTION {S}._uni_class(p_code integer) RETURNS text
 LANGUAGE sql IMMUTABLE AS $f$
