@@ -5,7 +5,8 @@ same audit events at the end.
 
 The generator draws the kinds a model sends: the six commands with good and bad parameters,
 wrappers, texts that are not JSON, non-ASCII paths (letters, invisible and look-alike
-characters, percent-encoded ones), numbers as floats (``1e15``, ``2.5e-7``) and texts with
+characters, percent-encoded ones, look-alike spellings: fullwidth, mathematical and
+ligature letters, the one-dot leader, mixed-script and whole-script Cyrillic words), numbers as floats (``1e15``, ``2.5e-7``) and texts with
 line breaks, tabs and non-ASCII characters; ``old_str`` is cut from a file's current text so
 that replacements succeed as often as they fail."""
 
@@ -38,6 +39,13 @@ _NAMES = ["a.md", "b.txt", "notes.md", "dir", "dir/x.md", "dir/sub/y.md", "dir/s
 _BAD_NAMES = ["a\u200bb.md", "a\u00a0b.md", "x\u2215y.md", "\u3002\u3002", "%E2%80%8B.md", "a\ufe0f.md",
               "\u0301\u0301", "tab\there", "..", ".", " lead.md", "%2e%2e", "back\\slash", "%ff.md",
               "\u2028line", "\ud7ff.md", "\U0001f600.md", "\u00ad.md", "trail.md\u3000"]
+_LOOKALIKE_NAMES = [  # rule 5's NFKC fold and rule 11 (dbmemory.core.lookalikes)
+    "\uff41.md", "\U0001d41a.md", "\ufb01.md", "a\u2024md", "\u2025", "x\u2100y.md", "\uff05.md", "\u00bd.md",
+    "a\u00a8.md", "\u00a8a.md", "\uff21\u0301.md", "\u0440refs.md", "\u0430.md", "\u0430\u0441\u0435.md",
+    "\u0437\u0430\u043c\u0435\u0442\u043a\u0438.md", "\u0394\u03b5\u03bb\u03c4\u03b1.md",
+    "\u65e5\u672c\u8a9e\u306e\u30e1\u30e2.md", "a\u0307.md", ".\u0307md", "\u0430\u0301.md", "\u1e9b\u0323.md",
+    "dir/\uff58.md", "\uff44\uff49\uff52/x.md", "k\u0131rm\u0131z\u0131.md", "\u0456\u0455.md", "\u00fcber/\u0430.md",
+]
 _TEXTS = ["", "one line", "alpha\nbeta\ngamma\n", "r\u00e9sum\u00e9\n\u65e5\u672c\u8a9e\n", "tab\tsep\n",
           "crlf\r\nlines\r\n", "x" * 300, "\n".join(f"row {i}" for i in range(40)), "a\u0000b",
           "quote ' and \" and \\ back", "emoji \U0001f600 end\n"]
@@ -60,8 +68,10 @@ _NOT_JSON = ["", "   ", "{", "[1,]", '{"command": "view", "path": "/memories"', 
 
 def _path(rng: random.Random) -> Any:
     roll = rng.random()
-    if roll < 0.75:
+    if roll < 0.65:
         return "/memories/" + rng.choice(_NAMES)
+    if roll < 0.77:
+        return "/memories/" + rng.choice(_LOOKALIKE_NAMES)
     if roll < 0.9:
         return "/memories/" + rng.choice(_BAD_NAMES)
     return rng.choice(["/memories", "/memories/", "/other/a.md", "", 7, None, 1e15, ["/memories"]])

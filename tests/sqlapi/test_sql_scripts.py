@@ -69,6 +69,25 @@ def test_a_check_under_another_unicode_version_says_so(tmp_path: Path) -> None:
         f"sql/mysql/api.sql holds Unicode tables of version 1.0.0; this Python's unicodedata is {UNICODE_VERSION}")
 
 
+def test_a_check_under_other_look_alike_data_says_so(tmp_path: Path) -> None:
+    """The API scripts hold rule 11's tables from the installed confusable-homoglyphs: a check
+    with another version of the package names both."""
+    import shutil
+
+    from dbmemory.sqlgen.unicode_tables import CONFUSABLES_VERSION
+
+    copy = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, copy)
+    script = copy / "postgresql" / "api.sql"
+    script.write_text(script.read_text(encoding="utf-8").replace(
+        f"data: {CONFUSABLES_VERSION}", "data: confusable-homoglyphs 0.1"), encoding="utf-8")
+    problems = sqlgen.check_scripts(copy)
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "sql/postgresql/api.sql holds look-alike tables of confusable-homoglyphs 0.1; this Python has "
+        f"{CONFUSABLES_VERSION}")
+
+
 def test_rendering_is_deterministic() -> None:
     first, second = sqlgen.render_all(), sqlgen.render_all()
     assert first == second

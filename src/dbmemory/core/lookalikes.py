@@ -22,9 +22,11 @@ read as **words**: maximal runs of letters, marks and digits (Unicode categories
    ``kırmızı`` stays a legal name.
 
 ASCII segments pass untouched (confusable ASCII pairs such as ``l``/``1`` are left to the
-font). The rule needs no database: a name is legal or not whatever the store holds, and the
-SQL API, which accepts printable ASCII only (:data:`dbmemory.sqlgen.api_common.PATH_RULE`),
-never accepts a path this rule refuses.
+font). The rule needs no database: a name is legal or not whatever the store holds. The SQL
+API's file calls accept printable ASCII only (:data:`dbmemory.sqlgen.api_common.PATH_RULE`), so
+they never accept a path this rule refuses; its ``run_command`` takes every path the MEMORY tool
+takes and applies this rule and rule 5's NFKC fold in SQL, with Python's keys and messages, from
+tables generated from the same data (:mod:`dbmemory.sqlgen.unicode_tables`).
 
 Data: the ``confusable-homoglyphs`` package (MIT; its ``confusables.json`` is built from
 Unicode's ``confusables.txt`` of UTS #39, its ``categories.json`` from the UCD's

@@ -57,7 +57,7 @@ from dbmemory.sqlgen._common import (
 from dbmemory.sqlgen.api import render_api
 from dbmemory.sqlgen.expiry_job import expiry_procedure_sql, render_expiry_job
 from dbmemory.sqlgen.install import render_install, render_uninstall
-from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION
+from dbmemory.sqlgen.unicode_tables import CONFUSABLES_VERSION, UNICODE_VERSION
 
 __all__ = [
     "DIALECTS",
@@ -114,6 +114,11 @@ def _unicode_versions(text: str) -> set[str]:
     return set(re.findall(r"\(Unicode (\d+\.\d+\.\d+)", text))
 
 
+def _data_versions(text: str) -> set[str]:
+    """The look-alike data a rendered script names (``data: confusable-homoglyphs 3.3.1``)."""
+    return set(re.findall(r"data: (confusable-homoglyphs [0-9][0-9.]*[0-9])", text))
+
+
 def check_scripts(out_dir: Path | str | None = None) -> list[str]:
     """Compare the scripts on disk with freshly rendered ones.
 
@@ -132,6 +137,12 @@ def check_scripts(out_dir: Path | str | None = None) -> list[str]:
                 f"Python's unicodedata is {UNICODE_VERSION}: render and check the scripts with the "
                 "Python version that wrote them (dbmemory.sqlgen.unicode_tables)\n"
             ) if rendered else ""
+            data = _data_versions(actual) - {CONFUSABLES_VERSION}
+            hint += (
+                f"sql/{relative} holds look-alike tables of {', '.join(sorted(data))}; this Python has "
+                f"{CONFUSABLES_VERSION}: render and check the scripts with the package version that "
+                "wrote them (dbmemory.sqlgen.unicode_tables)\n"
+            ) if data else ""
             diff = difflib.unified_diff(
                 actual.splitlines(keepends=True),
                 expected.splitlines(keepends=True),

@@ -17,10 +17,13 @@ name table is ``|XXXXXX<suffix>`` entries. Computed on first use (about a second
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import unicodedata
+from importlib.metadata import version as _version
 
+from confusable_homoglyphs import categories
+
+from dbmemory.core.lookalikes import ascii_lookalike
 from dbmemory.core.paths import (
     BLANK_LOOKALIKES,
     DEFAULT_IGNORABLE_RANGES,
@@ -30,10 +33,24 @@ from dbmemory.core.paths import (
 )
 from dbmemory.errors import InvalidPathError
 
-__all__ = ["UNICODE_VERSION", "Tables", "tables", "CHARACTER_SAMPLES", "IGNORABLE", "RESERVED_SUFFIX"]
+__all__ = ["UNICODE_VERSION", "SCRIPT_NAMES", "CONFUSABLES_VERSION", "Tables", "tables", "CHARACTER_SAMPLES", "IGNORABLE", "RESERVED_SUFFIX"]
 
 UNICODE_VERSION = unicodedata.unidata_version
 """The Unicode version of the tables (that of the rendering Python's :mod:`unicodedata`)."""
+
+CONFUSABLES_VERSION = "confusable-homoglyphs " + _version("confusable-homoglyphs")
+"""The look-alike data of rule 11 (:mod:`dbmemory.core.lookalikes`): its package and version."""
+
+_NEUTRAL = frozenset({"COMMON", "INHERITED", "Unknown"})
+_SYSTEMS = (
+    frozenset({"HAN", "HIRAGANA", "KATAKANA", "LATIN"}),
+    frozenset({"HAN", "BOPOMOFO", "LATIN"}),
+    frozenset({"HAN", "HANGUL", "LATIN"}),
+)
+SCRIPT_NAMES: tuple[str, ...] = tuple(sorted(
+    {str(a).title() for a in categories.categories_data["iso_15924_aliases"]} - {s.title() for s in _NEUTRAL}))
+"""The scripts of the look-alike rule as its messages name them (``str.title``), sorted; a script
+tag of :attr:`Tables.scripts` is an index into this tuple."""
 
 CHARACTER_SAMPLES = {
     "SL": "\u2215",  # a look-alike of '/'
@@ -58,7 +75,6 @@ class Tables:
         ccc: list[tuple[int, int, str]] = []
         decompositions: list[str] = []
         compositions: list[str] = []
-        folds: list[str] = []
         self.what: dict[str, str] = {}
         """The words of each refused category (``"an invisible format character"``), from
         :func:`normalize_path`'s own messages."""
@@ -81,10 +97,6 @@ class Tables:
             if category[0] in "LN" and not unicodedata.decomposition(char) and code not in DOT_LOOKALIKES \
                     and char not in IGNORABLE and char not in SLASH_LOOKALIKES:
                 continue  # a plain letter or digit: printable, accepted, visible in a skeleton
-            # rule 5's NFKC fold of letters into ASCII
-            folded = unicodedata.normalize("NFKC", char)
-            if folded != char and re.fullmatch("[A-Za-z0-9_-]+", folded):
-                folds.append(f"|{code:06X}={folded}")
             # NFC (Hangul syllables are decomposed and composed by rule)
             nfd = unicodedata.normalize("NFD", char)
             combining = unicodedata.combining(char)
@@ -140,9 +152,6 @@ class Tables:
         self.decompositions = "".join(decompositions) + "|"
         """``|XXXXXX=<code points>`` entries: each character's full canonical decomposition
         (six hex digits a code point)."""
-        self.folds = "".join(folds) + "|"
-        """``|XXXXXX=<ASCII>`` entries: the characters NFKC folds into ASCII letters, digits,
-        ``-`` or ``_`` (fullwidth and mathematical letters, ligatures), with that ASCII text."""
         self.compositions = "".join(compositions) + "|"
         """``|AAAAAABBBBBB=CCCCCC`` entries: the primary composites of canonical composition."""
         self.nonprintable = _text(nonprintable)
@@ -155,9 +164,86 @@ class Tables:
         self.skeleton = _text(skeleton)
         """What a character leaves of a segment's dot skeleton: ``M`` nothing (a combining mark),
         ``1`` one dot, ``2`` two dots (any other character leaves a visible one)."""
+        self._fold_tables(nfc_check)
+        self._lookalike_tables()
         self.names = "".join(names) + "|"
         """``|XXXXXX<suffix>`` entries: what the refusal of an invisible or space-like character
         shows after ``U+XXXX`` (its Unicode name); one without a name shows :data:`RESERVED_SUFFIX`."""
+
+
+    def _fold_tables(self, nfc_check: set[int]) -> None:
+        """Rule 5's NFKC fold: the full compatibility decompositions (NFKD), the characters NFKC
+        may change, and those whose NFKC form holds '/', '\\' or '%'."""
+        kdecompositions: list[str] = []
+        kcheck = set(nfc_check)
+        separators: list[tuple[int, int, str]] = []
+        for code in range(128, sys.maxunicode + 1):
+            char = chr(code)
+            if 0xD800 <= code <= 0xDFFF or 0xAC00 <= code <= 0xD7A3 or not unicodedata.decomposition(char):
+                continue
+            nfkd = unicodedata.normalize("NFKD", char)
+            if nfkd != char:
+                kcheck.add(code)
+                kdecompositions.append(f"|{code:06X}=" + "".join(f"{ord(c):06X}" for c in nfkd))
+            form = unicodedata.normalize("NFKC", char)
+            made = next((tag for sep, tag in (("/", "S"), ("\\", "B"), ("%", "P")) if sep in form), None)
+            if made is not None:
+                _add(separators, code, made)
+        check: list[tuple[int, int, str]] = []
+        for point in sorted(kcheck):
+            _add(check, point, "")
+        self.nfkc_check = _text(check)
+        """Characters NFKC may change or join to the one before (outside the Hangul syllables)."""
+        self.kdecompositions = "".join(kdecompositions) + "|"
+        """``|XXXXXX=<code points>`` entries: each character's full compatibility decomposition."""
+        self.separators = _text(separators)
+        """Characters whose NFKC form holds ``/`` (tag ``S``), else ``\\`` (``B``), else ``%`` (``P``)."""
+
+    def _lookalike_tables(self) -> None:
+        """Rule 11 (:func:`dbmemory.core.lookalikes.lookalike_problem`): word characters and marks,
+        scripts, the ASCII look-alikes and the names its messages show."""
+        classes: list[tuple[int, int, str]] = []
+        lookalikes: list[tuple[int, int, str]] = []
+        cnames: list[str] = []
+        for code in range(0, sys.maxunicode + 1):
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            char = chr(code)
+            category = unicodedata.category(char)
+            if category in ("Mn", "Me", "Mc"):
+                _add(classes, code, "M")
+                cnames.append(f"|{code:06X} {unicodedata.name(char)}")
+            elif category[0] in "LN":
+                _add(classes, code, "W")
+            looks = ascii_lookalike(char)
+            if looks is not None:
+                assert len(looks) <= 4
+                _add(lookalikes, code, f"{len(looks)}{looks.encode().hex().upper():<8}".replace(" ", "0"))
+                if str(categories.alias(char)) not in _NEUTRAL | {"LATIN"} and category not in ("Mn", "Me", "Mc"):
+                    cnames.append(f"|{code:06X}{' ' + unicodedata.name(char) if _named(char) else ''}")
+        scripts: list[tuple[int, int, str]] = []
+        data = categories.categories_data
+        for first, last, alias, _ in data["code_points_ranges"]:
+            name = str(data["iso_15924_aliases"][alias])
+            if name in _NEUTRAL:
+                continue
+            mask = sum(1 << i for i, system in enumerate(_SYSTEMS) if name in system)
+            tag = f"{SCRIPT_NAMES.index(name.title()):02X}{mask}"
+            if scripts and scripts[-1][2] == tag and scripts[-1][1] == first - 1:
+                scripts[-1] = (scripts[-1][0], last, tag)
+            else:
+                scripts.append((first, last, tag))
+        self.classes = _text(classes)
+        """``M`` a combining mark (``Mn``, ``Me``, ``Mc``), ``W`` a letter or digit (``L*``, ``N*``)."""
+        self.scripts = _text(scripts)
+        """Script tags: two hex digits (index into :data:`SCRIPT_NAMES`) and the writing systems of
+        UTS #39's Highly Restrictive level the script belongs to (bits 1, 2, 4); neutral scripts
+        (Common, Inherited) have none."""
+        self.lookalikes = _text(lookalikes)
+        """The ASCII text each character looks like: its length and its UTF-8 in hex, padded to 8."""
+        self.cnames = "".join(cnames) + "|"
+        """``|XXXXXX NAME`` entries: the Unicode names rule 11's messages show (marks, and non-Latin
+        letters that look like ASCII ones)."""
 
 
 RESERVED_SUFFIX = " (reserved as invisible)"

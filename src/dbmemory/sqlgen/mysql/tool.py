@@ -10,6 +10,7 @@ from __future__ import annotations
 from dbmemory.core.paths import ROOT
 from dbmemory.sqlgen.mysql.rules import HANDLER, NUMBER, P, U, lock_store, q
 from dbmemory.sqlgen.mysql.tool_json import JSON_HELPERS
+from dbmemory.sqlgen.mysql.tool_lookalike import lookalike_helpers
 from dbmemory.sqlgen.mysql.tool_render import RENDER
 from dbmemory.sqlgen.mysql.tool_text import TB, TEXT_HELPERS, eq, msg
 from dbmemory.sqlgen.mysql.tool_unicode import unicode_helpers
@@ -367,5 +368,5 @@ main: BEGIN
     END write_block;
 END"""
 
-TOOL: list[tuple[str, str, str]] = [*unicode_helpers(), *TEXT_HELPERS, *JSON_HELPERS, *RENDER, ("PROCEDURE", f"{P}run_command", RUN)]
+TOOL: list[tuple[str, str, str]] = [*unicode_helpers(), *lookalike_helpers(), *TEXT_HELPERS, *JSON_HELPERS, *RENDER, ("PROCEDURE", f"{P}run_command", RUN)]
 """``(kind, name, body)`` of the tool's routines, in creation order."""

@@ -11,9 +11,10 @@ from collections.abc import Callable
 
 from dbmemory.core.paths import MAX_DECODE_ROUNDS, MAX_PATH_CHARS, MAX_RAW_PATH_CHARS, ROOT
 from dbmemory.sqlgen.mysql.rules import P, q
+from dbmemory.sqlgen.mysql.tool_lookalike import escape_rule, fold_rule
 from dbmemory.sqlgen.mysql.tool_unicode import char_rules
 from dbmemory.sqlgen.tool_text import join_pieces, path_rule, rule_of, template
-from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION, tables
+from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION
 from dbmemory.tool import messages as m
 
 __all__ = ["msg", "TB", "ch", "eq", "FUNCTION_OPTIONS", "BACKSLASH", "TEXT_HELPERS"]
@@ -184,7 +185,7 @@ _TOOL_PATH = f"""CREATE FUNCTION {P}_tool_path(p_raw {TB}, p_name VARCHAR(20)) R
 BEGIN
     -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path):
     -- the canonical path, or the error text (starting {q(m.ERROR_MARKER)}); the same rules for every
-    -- character (Unicode {UNICODE_VERSION}; NFC by {P}_nfc)
+    -- character (Unicode {UNICODE_VERSION}; NFC by {P}_nfc, NFKC by {P}_nfkc)
     DECLARE v_text {TB} DEFAULT p_raw;
     DECLARE v_decoded LONGBLOB;
     DECLARE v_char {TB};
@@ -199,8 +200,7 @@ BEGIN
     DECLARE n INT;
     DECLARE k INT;
     DECLARE v_tag VARCHAR(2);
-    DECLARE v_dots INT;
-    DECLARE v_visible BOOLEAN;
+    DECLARE v_folded {TB};
     IF CHAR_LENGTH(p_raw) = 0 THEN
         SET v_rule = {_RULES["empty"]};
     ELSEIF CHAR_LENGTH(p_raw) > {MAX_RAW_PATH_CHARS} THEN
@@ -246,37 +246,51 @@ BEGIN
         SET r = r + 1;
     END WHILE;
     IF v_rule IS NULL THEN
-        SET v_text = {P}_ascii_fold({P}_nfc(v_text));
+        SET v_text = {P}_nfc(v_text);
         SET v_shown = CONCAT({P}_quote_value(p_raw, 100), IF({eq("v_text", "p_raw")}, '',
             CONCAT(' (decoded: ', {P}_quote_value(v_text, 100), ')')));
+        SET v_rule = {P}_path_char_rule(v_text);
+    END IF;
+    IF v_rule IS NULL AND CHAR_LENGTH(v_text) < LENGTH(v_text) THEN
+        -- rule 9's look-alikes of '.' and '..', named before the fold
         SET i = 1;
         SET n = CHAR_LENGTH(v_text);
-        chars: WHILE i <= n DO
-            SET v_char = SUBSTRING(v_text, i, 1);
-            SET v_code = ORD(CONVERT(v_char USING utf32));
-            IF v_code = 92 THEN
-                SET v_rule = {_RULES["backslash"]};
-                LEAVE chars;
+        WHILE v_rule IS NULL AND i <= n + 1 DO
+            SET j = LOCATE('/', v_text, i);
+            IF j = 0 THEN
+                SET j = n + 1;
             END IF;
-            IF v_code < 32 OR v_code > 126 THEN
-                -- dbmemory.core.paths._check_characters, in its order (the tables of
-                -- dbmemory.sqlgen.unicode_tables for the non-ASCII characters)
-                SET v_tag = IF(v_code > 127, {P}_uni_refused(v_code), NULL);
-                IF v_tag = 'SL' THEN
-                    SET v_rule = {_CHARS["slash"]};
-                ELSEIF v_code < 128 OR v_tag IN ({", ".join(q(t) for t in sorted(tables().what))}) THEN
-                    SET v_rule = {_CHARS["refused"]};
-                ELSEIF v_tag = 'IN' THEN
-                    SET v_rule = {_CHARS["invisible"]};
-                ELSEIF v_tag = 'WS' THEN
-                    SET v_rule = {_CHARS["spacelike"]};
-                END IF;
-                IF v_rule IS NOT NULL THEN
-                    LEAVE chars;
-                END IF;
+            SET v_seg = SUBSTRING(v_text, i, j - i);
+            IF CHAR_LENGTH(v_seg) < LENGTH(v_seg) AND {P}_dot_shape(v_seg) <=> 'D' THEN
+                SET v_rule = {_CHARS["dotlike"]};
             END IF;
-            SET i = i + 1;
+            SET i = j + 1;
         END WHILE;
+        -- rule 5's NFKC fold (Unicode {UNICODE_VERSION}; by {P}_nfkc): a character whose NFKC form
+        -- holds '/', a backslash or '%' is refused, the folded text meets the character rules again
+        SET v_folded = {P}_nfkc(v_text);
+        IF v_rule IS NULL AND NOT {eq("v_folded", "v_text")} THEN
+            SET i = 1;
+            SET n = CHAR_LENGTH(v_text);
+            WHILE v_rule IS NULL AND i <= n DO
+                SET v_char = SUBSTRING(v_text, i, 1);
+                SET v_code = ORD(CONVERT(v_char USING utf32));
+                SET v_tag = IF(v_code > 127, {P}_uni_separator(v_code), NULL);
+                IF v_tag IS NOT NULL THEN
+                    SET v_rule = {fold_rule()};
+                END IF;
+                SET i = i + 1;
+            END WHILE;
+            IF v_rule IS NULL AND v_folded REGEXP '%[0-9A-Fa-f]{{2}}' THEN
+                SET v_rule = {escape_rule()};
+            END IF;
+            IF v_rule IS NULL THEN
+                SET v_text = v_folded;
+                SET v_shown = CONCAT({P}_quote_value(p_raw, 100), IF({eq("v_text", "p_raw")}, '',
+                    CONCAT(' (decoded: ', {P}_quote_value(v_text, 100), ')')));
+                SET v_rule = {P}_path_char_rule(v_text);
+            END IF;
+        END IF;
     END IF;
     IF v_rule IS NULL THEN
         WHILE LOCATE('//', v_text) > 0 DO
@@ -300,26 +314,16 @@ BEGIN
                     SET v_rule = {_RULES["dotdot"]};
                 ELSEIF {eq("v_seg", "'.'")} THEN
                     SET v_rule = {_RULES["dot"]};
-                ELSEIF CHAR_LENGTH(v_seg) < LENGTH(v_seg) THEN
-                    -- dbmemory.core.paths._dot_skeleton: what is left once the marks are dropped
-                    SET v_dots = 0;
-                    SET v_visible = FALSE;
-                    SET k = 1;
-                    WHILE k <= CHAR_LENGTH(v_seg) AND NOT v_visible DO
-                        SET v_code = ORD(CONVERT(SUBSTRING(v_seg, k, 1) USING utf32));
-                        SET v_tag = IF(v_code = 46, '1', IF(v_code < 128, NULL, {P}_uni_skeleton(v_code)));
-                        SET v_visible = v_tag IS NULL;
-                        SET v_dots = v_dots + CASE v_tag WHEN '1' THEN 1 WHEN '2' THEN 2 ELSE 0 END;
-                        SET k = k + 1;
-                    END WHILE;
-                    IF NOT v_visible AND v_dots IN (1, 2) THEN
-                        SET v_rule = {_CHARS["dotlike"]};
-                    ELSEIF NOT v_visible AND v_dots = 0 THEN
-                        SET v_rule = {_CHARS["combining"]};
-                    END IF;
+                ELSEIF CHAR_LENGTH(v_seg) < LENGTH(v_seg) AND {P}_dot_shape(v_seg) <=> 'D' THEN
+                    SET v_rule = {_CHARS["dotlike"]};
+                ELSEIF CHAR_LENGTH(v_seg) < LENGTH(v_seg) AND {P}_dot_shape(v_seg) <=> 'C' THEN
+                    SET v_rule = {_CHARS["combining"]};
                 END IF;
                 IF v_rule IS NULL AND (ORD(LEFT(v_seg, 1)) = 32 OR ORD(RIGHT(v_seg, 1)) = 32) THEN
                     SET v_rule = {_RULES["space"]};
+                END IF;
+                IF v_rule IS NULL THEN
+                    SET v_rule = {P}_lookalike_rule(v_seg);
                 END IF;
                 IF v_rule IS NOT NULL THEN
                     LEAVE segments;

@@ -15,7 +15,7 @@ from dbmemory.sqlgen.unicode_tables import (
     tables,
 )
 
-__all__ = ["unicode_helpers", "char_rules", "HEX_CODE"]
+__all__ = ["unicode_helpers", "char_rules", "HEX_CODE", "TB", "table_function"]
 
 TB = "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 _F = "DETERMINISTIC NO SQL SQL SECURITY DEFINER"
@@ -60,8 +60,9 @@ def char_rules() -> dict[str, str]:
     }
 
 
-def _table_function(name: str, table: str, width: int, comment: str) -> tuple[str, str, str]:
-    return ("FUNCTION", f"{P}{name}", f"""CREATE FUNCTION {P}{name}(p_code INT) RETURNS VARCHAR(3)
+def table_function(name: str, table: str, width: int, comment: str) -> tuple[str, str, str]:
+    """A function of code point ``p_code`` that returns its tag in ``table`` (NULL when none)."""
+    return ("FUNCTION", f"{P}{name}", f"""CREATE FUNCTION {P}{name}(p_code INT) RETURNS VARCHAR(12)
     {_F}
     -- {comment} (Unicode {UNICODE_VERSION})
     RETURN {P}_range_tag(p_code, '{table}', {width})""")
@@ -70,10 +71,10 @@ def _table_function(name: str, table: str, width: int, comment: str) -> tuple[st
 
 def _nfc() -> list[tuple[str, str, str]]:
     t = tables()
-    at = "SUBSTRING(v_seq, 6 * ({k}) - 5, 6)"
     return [
-        _table_function("_uni_nfc_check", t.nfc_check, 12, "'' when NFC may change the character or join it to the one before"),
-        _table_function("_uni_ccc", t.ccc, 15, "the canonical combining class (three digits), NULL for 0"),
+        table_function("_uni_nfc_check", t.nfc_check, 12, "'' when NFC may change the character or join it to the one before"),
+        table_function("_uni_nfkc_check", t.nfkc_check, 12, "'' when NFKC may change the character or join it to the one before"),
+        table_function("_uni_ccc", t.ccc, 15, "the canonical combining class (three digits), NULL for 0"),
         ("FUNCTION", f"{P}_uni_compose", f"""CREATE FUNCTION {P}_uni_compose(p_first INT, p_second INT) RETURNS INT
     {_F}
 BEGIN
@@ -89,42 +90,22 @@ BEGIN
     SET v_at = LOCATE(CONCAT('|', LPAD(HEX(p_first), 6, '0'), LPAD(HEX(p_second), 6, '0'), '='), v_table);
     RETURN IF(v_at = 0, NULL, CONV(SUBSTRING(v_table, v_at + 14, 6), 16, 10));
 END"""),
-        ("FUNCTION", f"{P}_ascii_fold", f"""CREATE FUNCTION {P}_ascii_fold(p_text {TB}) RETURNS {TB}
+        _normalizer("_nfc", "_uni_nfc_check", t.decompositions, "NFC", "canonical"),
+        _normalizer("_nfkc", "_uni_nfkc_check", t.kdecompositions, "NFKC", "compatibility"),
+    ]
+
+
+def _normalizer(name: str, check: str, decompositions: str, form: str, kind: str) -> tuple[str, str, str]:
+    """``unicodedata.normalize(form, ...)`` as a function: NFC with the canonical decompositions,
+    NFKC with the compatibility ones (composition is canonical in both)."""
+    at = "SUBSTRING(v_seq, 6 * ({k}) - 5, 6)"
+    return ("FUNCTION", f"{P}{name}", f"""CREATE FUNCTION {P}{name}(p_text {TB}) RETURNS {TB}
     {_F}
 BEGIN
-    -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts (as the
-    -- PostgreSQL function does): when every non-ASCII character folds into ASCII letters, digits,
-    -- '-' or '_' (fullwidth and mathematical letters, ligatures), the folded text; else p_text
-    DECLARE v_table LONGTEXT DEFAULT {q(t.folds)};
-    DECLARE v_out {TB} DEFAULT '';
-    DECLARE v_code INT;
-    DECLARE v_at INT;
-    DECLARE i INT DEFAULT 1;
-    IF CHAR_LENGTH(p_text) = LENGTH(p_text) THEN
-        RETURN p_text;
-    END IF;
-    WHILE i <= CHAR_LENGTH(p_text) DO
-        SET v_code = ORD(CONVERT(SUBSTRING(p_text, i, 1) USING utf32));
-        IF v_code < 128 THEN
-            SET v_out = CONCAT(v_out, SUBSTRING(p_text, i, 1));
-        ELSE
-            SET v_at = LOCATE(CONCAT('|', LPAD(HEX(v_code), 6, '0'), '='), v_table);
-            IF v_at = 0 THEN
-                RETURN p_text;
-            END IF;
-            SET v_out = CONCAT(v_out, SUBSTRING(v_table, v_at + 8, LOCATE('|', v_table, v_at + 1) - v_at - 8));
-        END IF;
-        SET i = i + 1;
-    END WHILE;
-    RETURN v_out;
-END"""),
-        ("FUNCTION", f"{P}_nfc", f"""CREATE FUNCTION {P}_nfc(p_text {TB}) RETURNS {TB}
-    {_F}
-BEGIN
-    -- unicodedata.normalize('NFC', p_text) (Unicode {UNICODE_VERSION}): full canonical decomposition,
+    -- unicodedata.normalize('{form}', p_text) (Unicode {UNICODE_VERSION}): full {kind} decomposition,
     -- canonical ordering, canonical composition (UAX #15); the text itself when no character can change
     DECLARE v_seq LONGTEXT DEFAULT '';
-    DECLARE v_decomp LONGTEXT DEFAULT '{t.decompositions}';
+    DECLARE v_decomp LONGTEXT DEFAULT '{decompositions}';
     DECLARE v_out {TB} DEFAULT '';
     DECLARE v_code INT;
     DECLARE v_at INT;
@@ -145,7 +126,7 @@ BEGIN
     END IF;
     WHILE i <= CHAR_LENGTH(p_text) AND NOT v_change DO
         SET v_code = ORD(CONVERT(SUBSTRING(p_text, i, 1) USING utf32));
-        SET v_change = v_code BETWEEN 44032 AND 55203 OR (v_code > 127 AND {P}_uni_nfc_check(v_code) IS NOT NULL);
+        SET v_change = v_code BETWEEN 44032 AND 55203 OR (v_code > 127 AND {P}{check}(v_code) IS NOT NULL);
         SET i = i + 1;
     END WHILE;
     IF NOT v_change THEN
@@ -213,8 +194,7 @@ BEGIN
         SET i = i + 1;
     END WHILE;
     RETURN v_out;
-END"""),
-    ]
+END""")
 
 
 def unicode_helpers() -> list[tuple[str, str, str]]:
@@ -222,7 +202,7 @@ def unicode_helpers() -> list[tuple[str, str, str]]:
     t = tables()
     return [
         ("FUNCTION", f"{P}_range_tag", f"""CREATE FUNCTION {P}_range_tag(p_code INT, p_table LONGTEXT, p_width INT)
-    RETURNS VARCHAR(3)
+    RETURNS VARCHAR(12)
     {_F}
 BEGIN
     -- the tag of the range of p_table (entries SSSSSSEEEEEE<tag>, p_width characters, sorted)
@@ -230,7 +210,7 @@ BEGIN
     DECLARE v_lo INT DEFAULT 0;
     DECLARE v_hi INT DEFAULT LENGTH(p_table) DIV p_width - 1;
     DECLARE v_mid INT;
-    DECLARE v_entry VARCHAR(20);
+    DECLARE v_entry VARCHAR(30);
     WHILE v_lo <= v_hi DO
         SET v_mid = (v_lo + v_hi) DIV 2;
         SET v_entry = SUBSTRING(p_table, v_mid * p_width + 1, p_width);
@@ -244,10 +224,10 @@ BEGIN
     END WHILE;
     RETURN NULL;
 END"""),
-        _table_function("_uni_nonprintable", t.nonprintable, 12, "'' when not str.isprintable()"),
-        _table_function("_uni_invisible", t.invisible, 12, "'' when printable but escaped by quote_value"),
-        _table_function("_uni_refused", t.refused, 14, "normalize_path's per-character refusal: SL, IN, WS or the category"),
-        _table_function("_uni_skeleton", t.skeleton, 13, "what the character leaves of a dot skeleton: M, 1, 2"),
+        table_function("_uni_nonprintable", t.nonprintable, 12, "'' when not str.isprintable()"),
+        table_function("_uni_invisible", t.invisible, 12, "'' when printable but escaped by quote_value"),
+        table_function("_uni_refused", t.refused, 14, "normalize_path's per-character refusal: SL, IN, WS or the category"),
+        table_function("_uni_skeleton", t.skeleton, 13, "what the character leaves of a dot skeleton: M, 1, 2"),
         ("FUNCTION", f"{P}_uni_name", f"""CREATE FUNCTION {P}_uni_name(p_code INT) RETURNS VARCHAR(200)
     {_F}
 BEGIN

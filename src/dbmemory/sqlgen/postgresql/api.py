@@ -36,6 +36,7 @@ from dbmemory.sqlgen.postgresql.rules import (
 from dbmemory.sqlgen.postgresql.security import harden, preflight
 from dbmemory.sqlgen.postgresql.tool import TOOL
 from dbmemory.sqlgen.postgresql.tool_json import JSON_HELPERS, RUN_TEXT
+from dbmemory.sqlgen.postgresql.tool_lookalike import lookalike_helpers
 from dbmemory.sqlgen.postgresql.tool_text import TEXT_HELPERS
 from dbmemory.sqlgen.postgresql.tool_unicode import unicode_helpers
 
@@ -129,7 +130,7 @@ def _templates() -> list[str]:
         FAIL, COMPONENT, PATH, HASH, CHECK_ID, IDENTITY, *RESERVED_CHECK.split(";\n\n"), AUDIT,
         *CAPS_AND_STORE_ROW.split(";\n\n"), LOCK_STORE,
         STORE_KEY, _RESOLVE, _OPEN, LIST, GET, PUT, DELETE, CLEAR, ENABLE, ENABLE_REFERENCE, DISABLE, EXPIRE, _PROTOCOL,
-        *unicode_helpers().split(";\n\n"), *TEXT_HELPERS.split(";\n\n"), *JSON_HELPERS.split(";\n\n"),
+        *unicode_helpers().split(";\n\n"), *TEXT_HELPERS.split(";\n\n"), *lookalike_helpers().split(";\n\n"), *JSON_HELPERS.split(";\n\n"),
         *TOOL, RUN_TEXT,
     ]
     tables = sorted(set(re.findall(rf"{re.escape(T)}\.(dbm_\w+)", "\n".join(body))))

@@ -15,6 +15,7 @@ from dbmemory.core.paths import (
     ROOT,
 )
 from dbmemory.sqlgen.postgresql.rules import S, q
+from dbmemory.sqlgen.postgresql.tool_lookalike import escape_rule, fold_rule
 from dbmemory.sqlgen.postgresql.tool_unicode import char_rules
 from dbmemory.sqlgen.tool_text import join_pieces, path_rule, rule_of, template
 from dbmemory.sqlgen.unicode_tables import UNICODE_VERSION, tables
@@ -217,6 +218,37 @@ BEGIN
 END
 $f$;
 
+CREATE OR REPLACE FUNCTION {S}._path_char_rule(p_text text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $f$
+-- dbmemory.core.paths._check_characters, in its order (the tables of
+-- dbmemory.sqlgen.unicode_tables for the non-ASCII characters): the rule text, NULL when none
+DECLARE
+    v_char text;
+    v_code integer;
+    v_tag text;
+BEGIN
+    FOR i IN 1 .. length(p_text) LOOP
+        v_char := substr(p_text, i, 1);
+        v_code := ascii(v_char);
+        IF v_char = '\\' THEN
+            RETURN {_RULES["backslash"]};
+        END IF;
+        CONTINUE WHEN v_code BETWEEN 32 AND 126;
+        v_tag := CASE WHEN v_code > 127 THEN {S}._uni_refused(v_code) END;
+        IF v_tag = 'SL' THEN
+            RETURN {_CHARS["slash"]};
+        ELSIF v_code < 128 OR v_tag IN ({", ".join(q(t) for t in sorted(tables().what))}) THEN
+            RETURN {_CHARS["refused"]};
+        ELSIF v_tag = 'IN' THEN
+            RETURN {_CHARS["invisible"]};
+        ELSIF v_tag = 'WS' THEN
+            RETURN {_CHARS["spacelike"]};
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$f$;
+
 CREATE OR REPLACE FUNCTION {S}._tool_path(p_raw text, p_name text, OUT path text, OUT error text)
 LANGUAGE plpgsql IMMUTABLE AS $f$
 -- dbmemory.core.paths.normalize_path with the MEMORY tool's message (dbmemory.tool.args._path),
@@ -231,8 +263,6 @@ DECLARE
     v_rule text;
     v_code integer;
     v_tag text;
-    v_visible boolean;
-    v_dots integer;
     v_changed boolean := true;
 BEGIN
     IF p_raw = '' THEN
@@ -269,39 +299,41 @@ BEGIN
     END IF;
     IF v_rule IS NULL THEN
         v_text := normalize(v_text, NFC);
-        -- dbmemory.core.paths rule 5's NFKC fold where it gives Python's key and texts: every
-        -- non-ASCII character folds into ASCII letters, digits, '-' or '_' (fullwidth and
-        -- mathematical letters, ligatures); anything else non-ASCII gets the SQL path rule
-        v_decoded := normalize(v_text, NFKC);
-        IF v_decoded <> v_text AND v_decoded ~ '^[ -~]*$' AND NOT EXISTS (
-            SELECT 1 FROM regexp_split_to_table(v_text, '') AS c(ch)
-             WHERE ascii(c.ch) > 127 AND normalize(c.ch, NFKC) !~ '^[A-Za-z0-9_-]+$') THEN
-            v_text := v_decoded;
-        END IF;
         v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
             THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
-        FOR i IN 1 .. length(v_text) LOOP
-            v_char := substr(v_text, i, 1);
-            v_code := ascii(v_char);
-            IF v_char = '\\' THEN
-                v_rule := {_RULES["backslash"]};
+        v_rule := {S}._path_char_rule(v_text);
+    END IF;
+    IF v_rule IS NULL AND v_text !~ '^[\\x01-\\x7f]*$' THEN
+        -- rule 9's look-alikes of '.' and '..', named before the fold
+        FOREACH v_seg IN ARRAY string_to_array(v_text, '/') LOOP
+            IF v_seg !~ '^[\\x01-\\x7f]*$' AND {S}._dot_shape(v_seg) = 'D' THEN
+                v_rule := {_CHARS["dotlike"]};
                 EXIT;
             END IF;
-            CONTINUE WHEN v_code BETWEEN 32 AND 126;
-            -- dbmemory.core.paths._check_characters, in its order (the tables of
-            -- dbmemory.sqlgen.unicode_tables for the non-ASCII characters)
-            v_tag := CASE WHEN v_code > 127 THEN {S}._uni_refused(v_code) END;
-            IF v_tag = 'SL' THEN
-                v_rule := {_CHARS["slash"]};
-            ELSIF v_code < 128 OR v_tag IN ({", ".join(q(t) for t in sorted(tables().what))}) THEN
-                v_rule := {_CHARS["refused"]};
-            ELSIF v_tag = 'IN' THEN
-                v_rule := {_CHARS["invisible"]};
-            ELSIF v_tag = 'WS' THEN
-                v_rule := {_CHARS["spacelike"]};
-            END IF;
-            EXIT WHEN v_rule IS NOT NULL;
         END LOOP;
+        -- rule 5's NFKC fold (Unicode {UNICODE_VERSION}): a character whose NFKC form holds '/',
+        -- a backslash or '%' is refused, the folded text meets the character rules again
+        v_decoded := normalize(v_text, NFKC);
+        IF v_rule IS NULL AND v_decoded <> v_text THEN
+            FOR i IN 1 .. length(v_text) LOOP
+                v_char := substr(v_text, i, 1);
+                v_code := ascii(v_char);
+                v_tag := CASE WHEN v_code > 127 THEN {S}._uni_separator(v_code) END;
+                IF v_tag IS NOT NULL THEN
+                    v_rule := {fold_rule()};
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF v_rule IS NULL AND v_decoded ~ '%[0-9A-Fa-f]{{2}}' THEN
+                v_rule := {escape_rule()};
+            END IF;
+            IF v_rule IS NULL THEN
+                v_text := v_decoded;
+                v_shown := {S}._quote_value(p_raw) || CASE WHEN v_text <> p_raw
+                    THEN ' (decoded: ' || {S}._quote_value(v_text) || ')' ELSE '' END;
+                v_rule := {S}._path_char_rule(v_text);
+            END IF;
+        END IF;
     END IF;
     IF v_rule IS NULL THEN
         v_text := regexp_replace(v_text, '/{{2,}}', '/', 'g');
@@ -316,21 +348,16 @@ BEGIN
                     v_rule := {_RULES["dotdot"]};
                 ELSIF v_seg = '.' THEN
                     v_rule := {_RULES["dot"]};
-                ELSIF v_seg !~ '^[\\x01-\\x7f]*$' THEN
-                    -- dbmemory.core.paths._dot_skeleton: what is left once the marks are dropped
-                    SELECT bool_or(k IS NULL), coalesce(sum(k), 0) INTO v_visible, v_dots
-                      FROM (SELECT CASE WHEN c = '.' THEN 1 WHEN ascii(c) < 128 THEN NULL
-                                        ELSE CASE {S}._uni_skeleton(ascii(c)) WHEN 'M' THEN 0
-                                             WHEN '1' THEN 1 WHEN '2' THEN 2 END END AS k
-                              FROM unnest(string_to_array(v_seg, NULL)) c) d;
-                    IF NOT v_visible AND v_dots IN (1, 2) THEN
-                        v_rule := {_CHARS["dotlike"]};
-                    ELSIF NOT v_visible AND v_dots = 0 THEN
-                        v_rule := {_CHARS["combining"]};
-                    END IF;
+                ELSIF v_seg !~ '^[\\x01-\\x7f]*$' AND {S}._dot_shape(v_seg) = 'D' THEN
+                    v_rule := {_CHARS["dotlike"]};
+                ELSIF v_seg !~ '^[\\x01-\\x7f]*$' AND {S}._dot_shape(v_seg) = 'C' THEN
+                    v_rule := {_CHARS["combining"]};
                 END IF;
                 IF v_rule IS NULL AND (left(v_seg, 1) = ' ' OR right(v_seg, 1) = ' ') THEN
                     v_rule := {_RULES["space"]};
+                END IF;
+                IF v_rule IS NULL THEN
+                    v_rule := {S}._lookalike_rule(v_seg);
                 END IF;
                 EXIT WHEN v_rule IS NOT NULL;
             END LOOP;

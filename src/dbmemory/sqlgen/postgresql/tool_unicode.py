@@ -14,14 +14,14 @@ from dbmemory.sqlgen.unicode_tables import (
     tables,
 )
 
-__all__ = ["unicode_helpers", "char_rules"]
+__all__ = ["unicode_helpers", "char_rules", "HEX"]
 
 
 def _concat(parts: list[str]) -> str:
     return "(" + " || ".join(parts) + ")"
 
 
-_HEX = "upper(CASE WHEN length(to_hex({c})) < 4 THEN lpad(to_hex({c}), 4, '0') ELSE to_hex({c}) END)"
+HEX = "upper(CASE WHEN length(to_hex({c})) < 4 THEN lpad(to_hex({c}), 4, '0') ELSE to_hex({c}) END)"
 _ESCAPE = ("CASE WHEN {c} < 256 THEN '\\x' || lpad(to_hex({c}), 2, '0')"
            " WHEN {c} < 65536 THEN '\\u' || lpad(to_hex({c}), 4, '0')"
            " ELSE '\\U' || lpad(to_hex({c}), 8, '0') END")
@@ -37,7 +37,7 @@ def char_rules() -> dict[str, str]:
     what_sql = ("CASE WHEN v_code < 128 THEN 'a control character' ELSE CASE v_tag "
                 + " ".join(f"WHEN '{tag}' THEN {q(words)}" for tag, words in sorted(what.items()))
                 + " END END")
-    hex_sql = "'U+' || " + _HEX.format(c="v_code")
+    hex_sql = "'U+' || " + HEX.format(c="v_code")
     pos = "(i - 1)::text"
     name = f"{S}._uni_name(v_code)"
     samples = CHARACTER_SAMPLES
