@@ -29,9 +29,8 @@ from dbmemory.core.paths import (
     DEFAULT_IGNORABLE_RANGES,
     DOT_LOOKALIKES,
     SLASH_LOOKALIKES,
-    normalize_path,
 )
-from dbmemory.errors import InvalidPathError
+from dbmemory.sqlgen.tool_text import rule_of
 
 __all__ = ["UNICODE_VERSION", "SCRIPT_NAMES", "CONFUSABLES_VERSION", "Tables", "tables", "CHARACTER_SAMPLES", "IGNORABLE", "RESERVED_SUFFIX"]
 
@@ -274,24 +273,16 @@ def _text(ranges: list[tuple[int, int, str]]) -> str:
     return "".join(f"{first:06X}{last:06X}{tag}" for first, last, tag in ranges)
 
 
-def _message(raw: str) -> str:
-    try:
-        normalize_path(raw)
-    except InvalidPathError as exc:
-        return exc.message
-    raise AssertionError(f"{raw!r} was accepted")  # pragma: no cover
-
-
 def _name_suffix(char: str) -> str:
     """What the refusal shows between ``U+XXXX`` and ``)``."""
-    message = _message(f"/memories/a{char}b")
+    message = rule_of(f"/memories/a{char}b")
     hex_code = f"U+{ord(char):04X}"
     rest = message[message.index(hex_code, message.index(" contains ")) + len(hex_code):]
     return rest[: rest.index(") at position")]
 
 
 def _what(char: str) -> str:
-    message = _message(f"/memories/a{char}b")
+    message = rule_of(f"/memories/a{char}b")
     rule = message[message.index(" contains ") + len(" contains "):]
     return rule[: rule.index(" (")]
 
