@@ -31,6 +31,8 @@ DROP PROCEDURE IF EXISTS dbm_memory__need_transaction;
 DROP PROCEDURE IF EXISTS dbm_memory__check_component;
 DROP PROCEDURE IF EXISTS dbm_memory__check_path;
 DROP PROCEDURE IF EXISTS dbm_memory__check_store_id;
+DROP FUNCTION IF EXISTS dbm_memory__unbound;
+DROP PROCEDURE IF EXISTS dbm_memory__check_identity;
 DROP PROCEDURE IF EXISTS dbm_memory__refuse_reserved;
 DROP PROCEDURE IF EXISTS dbm_memory__check_reachable;
 DROP PROCEDURE IF EXISTS dbm_memory__check_caps;
@@ -235,6 +237,27 @@ BEGIN
     END IF;
 END//
 
+CREATE FUNCTION dbm_memory__unbound() RETURNS BOOLEAN
+    NOT DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- the API's definer and the installing account are not bound (they reach the tables directly)
+    RETURN CAST(SUBSTRING_INDEX(USER(), '@', 1) AS BINARY) IN (CAST(SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AS BINARY))//
+
+CREATE PROCEDURE dbm_memory__check_identity(IN p_store_id BIGINT, IN p_store_key VARCHAR(1000) CHARACTER SET utf8mb4)
+    NO SQL SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_user TEXT CHARACTER SET utf8mb4 DEFAULT CAST(@dbm_memory_user_id AS CHAR CHARACTER SET utf8mb4);
+    IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
+       AND NOT dbm_memory__unbound()
+       AND (v_user IS NULL OR v_user = ''
+            OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
+               <> CAST(v_user AS BINARY)) THEN
+        CALL dbm_memory__fail('not_found', CONCAT('store ', COALESCE(p_store_id, p_store_key),
+            ' does not exist or belongs to another user than this session''s @dbm_memory_user_id (',
+            COALESCE(NULLIF(v_user, ''), 'not set'),
+            '): set @dbm_memory_user_id to the user the request serves'));
+    END IF;
+END//
+
 CREATE PROCEDURE dbm_memory__refuse_reserved(IN p_store_id BIGINT, IN p_store_key VARCHAR(700) CHARACTER SET utf8mb4)
     NO SQL SQL SECURITY DEFINER
 BEGIN
@@ -252,6 +275,7 @@ BEGIN
     CALL dbm_memory__check_store_id(p_store_id);
     SET v_key = (SELECT store_key FROM dbm_stores WHERE store_id = p_store_id);
     CALL dbm_memory__refuse_reserved(p_store_id, v_key);
+    CALL dbm_memory__check_identity(p_store_id, v_key);
 END//
 
 CREATE PROCEDURE dbm_memory__check_caps(
@@ -349,6 +373,7 @@ BEGIN
     DECLARE v_key VARCHAR(1000) CHARACTER SET utf8mb4 DEFAULT dbm_memory__store_key(p_scope, p_agent_code, p_user_id, p_session_id, p_store_code,
         p_context_key, p_context_value);
     DECLARE v_id BIGINT;
+    CALL dbm_memory__check_identity(NULL, v_key);
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin;
     IF v_id IS NULL THEN
         CALL dbm_memory__fail('not_found', CONCAT('store ', v_key, ' does not exist (it is created on its first write)'));
@@ -373,6 +398,7 @@ BEGIN
     DECLARE v_sc BIGINT;
     DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
     SET p_store_id = NULL;
+    CALL dbm_memory__check_identity(NULL, v_key);
     SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key COLLATE utf8mb4_bin;
     IF p_store_id IS NULL THEN
         CALL dbm_memory__need_transaction();
@@ -487,6 +513,7 @@ BEGIN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
+        CALL dbm_memory__check_identity(p_store_id, v_key);
         SELECT file_id, char_count, version_no, body INTO v_fid, v_old, v_ver, v_body
           FROM dbm_files WHERE store_id = p_store_id AND path_hash = v_hash FOR UPDATE;
         IF v_fid IS NULL THEN
@@ -595,6 +622,7 @@ BEGIN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
+        CALL dbm_memory__check_identity(p_store_id, v_key);
         SELECT file_id, char_count INTO v_fid, v_old FROM dbm_files
          WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256) FOR UPDATE;
         IF v_fid IS NULL THEN
@@ -661,6 +689,7 @@ BEGIN
             CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
+        CALL dbm_memory__check_identity(p_store_id, v_key);
         INSERT INTO dbm_audit_events
             (store_id, store_key, file_path, action_name, actor_name,
              chars_before, chars_after, detail_text, created_at)
@@ -2910,6 +2939,7 @@ main: BEGIN
             CALL dbm_memory__fail('not_found', CONCAT('store ', v_sid, ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(v_sid, v_key);  -- before any write
+        CALL dbm_memory__check_identity(v_sid, v_key);
         IF CAST(v_cmd AS BINARY) = CAST('create' AS BINARY) THEN
             -- dbmemory.tool.memory_tool create: the tool's checks in Python's order
             IF CHAR_LENGTH(v_text) > v_mfc THEN

@@ -70,6 +70,8 @@ DROP PROCEDURE IF EXISTS dbm_memory__store_row_update;
 DROP PROCEDURE IF EXISTS dbm_memory__check_caps;
 DROP PROCEDURE IF EXISTS dbm_memory__check_reachable;
 DROP PROCEDURE IF EXISTS dbm_memory__refuse_reserved;
+DROP PROCEDURE IF EXISTS dbm_memory__check_identity;
+DROP FUNCTION IF EXISTS dbm_memory__unbound;
 DROP PROCEDURE IF EXISTS dbm_memory__check_store_id;
 DROP PROCEDURE IF EXISTS dbm_memory__check_path;
 DROP PROCEDURE IF EXISTS dbm_memory__check_component;

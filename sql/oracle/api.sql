@@ -105,6 +105,11 @@ CREATE OR REPLACE PACKAGE dbm_memory AUTHID DEFINER AS
     RETURN NUMBER;
   FUNCTION expire_files_n (p_days IN NUMBER, p_store_id IN NUMBER DEFAULT NULL) RETURN NUMBER;
   FUNCTION get_memory_protocol RETURN CLOB;
+  -- the user this session's requests serve (package state, this session only): a user-scope
+  -- store is reachable only when it names this user; call it at the start of every request
+  PROCEDURE set_user (p_user_id IN VARCHAR2);
+  PROCEDURE clear_user;
+  FUNCTION current_user_id RETURN VARCHAR2;
   -- The reference PL/SQL memory API, same names, order, defaults and BOOLEANs (PL/SQL only):
   -- thin calls of the *_n functions above (docs/sql-api.md maps each one)
   e_store_not_found EXCEPTION;  -- resolve_store_id: the store does not exist yet
@@ -150,6 +155,7 @@ END dbm_memory;
 
 CREATE OR REPLACE PACKAGE BODY dbm_memory AS
   g_store_code VARCHAR2(200 CHAR);  -- set_store / clear_store: this session's store code
+  g_user_id VARCHAR2(200 CHAR);  -- set_user / clear_user: the user this session's requests serve
   PROCEDURE fail (p_code IN VARCHAR2, p_message IN VARCHAR2) IS
   BEGIN
     RAISE_APPLICATION_ERROR(CASE p_code
@@ -266,6 +272,25 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       fail('invalid_scope', 'store ' || p_store_id || ' is in the reserved namespace, which the SQL API cannot reach: dbmemory owns those stores (user profiles, memory items, organisation memory) and writes them only through its Python API; pass the id of a store open_store or resolve_store_id returned');
     END IF;
   END refuse_reserved;
+  -- callers bound to their stores: a user-scope store (user:<agent>:<user>) is reachable only
+  -- when the session's user (set_user, package state g_user_id) is its user, unless the session
+  -- user is the package's owner (CURRENT_USER inside this definer-rights package), who reads the
+  -- tables directly anyway
+  PROCEDURE check_identity (p_store_id IN NUMBER, p_key IN VARCHAR2) IS
+  BEGIN
+    IF p_key IS NULL OR NOT same(SUBSTR(p_key, 1, 5), 'user:') THEN
+      RETURN;
+    END IF;
+    IF SYS_CONTEXT('USERENV', 'SESSION_USER') = SYS_CONTEXT('USERENV', 'CURRENT_USER') THEN
+      RETURN;
+    END IF;
+    IF g_user_id IS NULL
+       OR NOT same(REGEXP_SUBSTR(p_key, '[^:]+', 1, 3), g_user_id) THEN
+      fail('not_found', 'store ' || NVL(TO_CHAR(p_store_id), p_key)
+        || ' does not exist or belongs to another user than this session''s dbm_memory.set_user ('
+        || NVL(g_user_id, 'not set') || '): call dbm_memory.set_user with the user the request serves');
+    END IF;
+  END check_identity;
   -- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
   -- left to the caller: no file, nothing to expire)
   PROCEDURE check_reachable (p_store_id IN NUMBER) IS
@@ -274,6 +299,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     check_store_id(p_store_id);
     SELECT MAX(store_key) INTO v_key FROM dbm_stores WHERE store_id = p_store_id;
     refuse_reserved(p_store_id, v_key);
+    check_identity(p_store_id, v_key);
   END check_reachable;
   -- characters of a text, as Python's len() (CLOB length; see docs/sql.md for characters
   -- outside the Basic Multilingual Plane)
@@ -328,6 +354,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
     refuse_reserved(p_store_id, p_key);  -- before any write
+    check_identity(p_store_id, p_key);
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
@@ -401,6 +428,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
                                           p_store_code, p_context_key, p_context_value);
     v_id  NUMBER;
   BEGIN
+    check_identity(NULL, v_key);
     SELECT store_id INTO v_id FROM dbm_stores WHERE (store_key = v_key AND UTL_RAW.CAST_TO_RAW(store_key) = UTL_RAW.CAST_TO_RAW(v_key));
     RETURN v_id;
   EXCEPTION
@@ -423,6 +451,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     v_sc  NUMBER;
     v_now TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   BEGIN
+    check_identity(NULL, v_key);
     BEGIN
       SELECT store_id INTO v_id FROM dbm_stores WHERE (store_key = v_key AND UTL_RAW.CAST_TO_RAW(store_key) = UTL_RAW.CAST_TO_RAW(v_key));
       RETURN v_id;
@@ -925,6 +954,18 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
       || CHR(10) || '5. If the memory tool answers with an error, read it and act on it. A failure to reach the'
       || CHR(10) || '   store is NOT an empty memory: do not conclude that nothing was saved.');
   END get_memory_protocol;
+  PROCEDURE set_user (p_user_id IN VARCHAR2) IS
+  BEGIN
+    g_user_id := component(p_user_id, 'a user id', c_scope_user);
+  END set_user;
+  PROCEDURE clear_user IS
+  BEGIN
+    g_user_id := NULL;
+  END clear_user;
+  FUNCTION current_user_id RETURN VARCHAR2 IS
+  BEGIN
+    RETURN g_user_id;
+  END current_user_id;
   -- the reference PL/SQL memory API (see the spec)
   PROCEDURE enable_for_agent (
     p_agent_code IN VARCHAR2, p_scope IN VARCHAR2 DEFAULT c_scope_agent,
