@@ -151,3 +151,52 @@ def test_oracle_binds_the_same_calls_to_the_user_set_by_set_user() -> None:
                  "expire_files_n"):
         assert re.search(r"\b(check_reachable|lock_store)\(p_store_id", subs[call]), call
     assert "component(p_user_id, 'a user id', c_scope_user)" in subs["set_user"]
+
+
+def test_the_api_audit_rows_record_the_callers_login_not_the_definer(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    """A login holding only the user role writes through the definer routines: its audit rows
+    name the actor it passed and, filled by the database, its own login (never the owner)."""
+    if server_name not in ("postgres", "mysql"):
+        pytest.skip("PostgreSQL and MariaDB (Oracle: the column's DDL is read in tests/db)")
+    url = make_empty_database()
+    engine = create_engine(url)
+    base = derived_role_base(url.database or "")
+    login = f"{base}_la"
+    try:
+        migrate.upgrade(engine)
+        plain = url.render_as_string(hide_password=False)
+        assert CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"]).exit_code == 0
+        with engine.begin() as c:
+            if server_name == "postgres":
+                c.exec_driver_sql(f'CREATE ROLE "{login}" LOGIN')
+                c.exec_driver_sql(f'GRANT "{base}_user" TO "{login}"')
+            else:
+                c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
+                c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
+                c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
+        caller = create_engine(url.set(username=login, password=None))
+        try:
+            with caller.begin() as c:
+                if server_name == "postgres":
+                    c.exec_driver_sql("SELECT set_config('dbm_memory.user_id', 'alice', true)")
+                    c.exec_driver_sql(
+                        "SELECT dbm_memory.put_file(dbm_memory.open_store('user', p_agent_code => 'S',"
+                        " p_user_id => 'alice'), '/memories/a.md', 'x', 'agent:support')")
+                else:
+                    c.exec_driver_sql("SET @dbm_memory_user_id = 'alice'")
+                    c.exec_driver_sql(_OPEN.replace("'SUPPORT', %s", "'S', 'alice'"))
+                    c.exec_driver_sql("CALL dbm_memory_put_file(@s, '/memories/a.md', 'x', 'agent:support', @v)")
+        finally:
+            caller.dispose()
+        with engine.connect() as c:
+            rows = c.execute(sa.text("SELECT actor_name, session_user_name FROM dbm_audit_events")).all()
+        assert len(rows) == 1 and rows[0][0] == "agent:support"
+        who = str(rows[0][1])
+        if server_name == "postgres":
+            assert who == login
+        else:
+            assert who.startswith(f"{login}@") and "_owner" not in who, who
+    finally:
+        engine.dispose()
