@@ -119,8 +119,35 @@ def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
                     ) in str(caught.value)
         finally:
             probe.dispose()
+        _expire_one_store_is_bound(engine, url, base)
     finally:
         engine.dispose()
+
+
+def _expire_one_store_is_bound(engine: sa.engine.Engine, url: URL, base: str) -> None:
+    """expire_files for one store (an admin call): alice's store only with alice named."""
+    admin = f"{base}_la"
+    with engine.begin() as c:
+        c.exec_driver_sql(f"CREATE USER '{admin}'@'%%'")
+        c.exec_driver_sql(f"GRANT {base}_admin TO '{admin}'@'%%'")
+        c.exec_driver_sql(f"SET DEFAULT ROLE {base}_admin FOR '{admin}'@'%%'")
+    caller = create_engine(url.set(username=admin, password=None))
+    outcome: dict[str | None, str] = {}
+    try:
+        for identity in ("alice", "bob", None):
+            with caller.connect() as c:
+                c.exec_driver_sql("START TRANSACTION")
+                c.exec_driver_sql("SET @dbm_memory_user_id = %s", (identity,))
+                try:
+                    c.exec_driver_sql("CALL dbm_memory_expire_files(30, 1, @x)")
+                    outcome[identity] = "expired"
+                except sa.exc.DBAPIError as exc:
+                    error = code_of(exc)
+                    outcome[identity] = error.code if error else str(exc)
+                c.rollback()
+    finally:
+        caller.dispose()
+    assert outcome == {"alice": "expired", "bob": "not_found", None: "not_found"}
 
 
 def _oracle_subprograms(body: str) -> dict[str, str]:
