@@ -25,6 +25,7 @@ file ``/memories/notes.md`` is not a LangGraph namespace or item and is skipped)
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -146,8 +147,10 @@ def key_prefix_of(labels: Sequence[str]) -> str:
     return STORE_KEY_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in labels)
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_of_key(store_key: str) -> tuple[str, ...] | None:
-    """The namespace a store key names, or ``None`` when it is not exactly the key of one."""
+    """The namespace a store key names, or ``None`` when it is not exactly the key of one
+    (decoded once per store key: the answers of the last 4,096 keys are kept)."""
     if not store_key.startswith(STORE_KEY_PREFIX):
         return None
     labels = []

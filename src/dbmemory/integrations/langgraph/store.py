@@ -78,12 +78,10 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
 from dbmemory.db import raw
 from dbmemory.db.dialect.base import is_memory_sqlite
-from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import (
     CapExceededError,
     InvalidArgumentError,
@@ -198,6 +196,11 @@ class _FileRead(NamedTuple):
 
 
 _READ_POSITIONS = tuple(raw.columns(st.SELECT_FILE_READ_BY_KEY)[name] for name in _FileRead._fields)
+
+
+class _NotAlone(Exception):
+    """A lone read could not run (:meth:`DbMemoryStore._read_alone`): the batch runs in a
+    transaction instead."""
 
 
 def _int(value: object, what: str, *, optional: bool = False) -> int | None:
@@ -396,6 +399,10 @@ class DbMemoryStore(BaseStore):
         """
         ops = list(ops)
         reads, puts = self._plan(ops)
+        if not puts and len(reads) == 1 and isinstance(self._bind, Engine) and self._alone(reads[0]):
+            results = self._read_alone(len(ops), reads[0])
+            if results is not None:
+                return results
         if isinstance(self._bind, Connection):
             with self._lock:
                 return self._run(self._bind, len(ops), reads, puts)
@@ -412,15 +419,49 @@ class DbMemoryStore(BaseStore):
         ops = list(ops)
         return await asyncio.to_thread(self.batch, ops)
 
+    def _alone(self, read: Any) -> bool:
+        """Whether a batch of this one read runs as one statement that records no read
+        (:meth:`_read_alone`): a get or search without a TTL refresh, a search whose rows come
+        in one statement (no filter, or a query), a listing."""
+        if isinstance(read, _List):
+            return True
+        if self._refreshes(read.refresh, False):
+            return False
+        return isinstance(read, _Get) or not read.filter or read.query is not None
+
+    def _read_alone(self, count: int, read: Any) -> list[Result] | None:
+        """A one-read batch as one statement outside any transaction, on a pooled DB-API
+        connection (:func:`dbmemory.db.raw.engine_rows`: one statement is its own snapshot);
+        ``None`` when that cannot run here (the caller runs the batch in a transaction)."""
+        engine = self._bind
+        assert isinstance(engine, Engine)
+
+        def fetch(stmt: Any, params: dict[str, Any], action: str) -> list[tuple[Any, ...]]:
+            rows = raw.engine_rows(engine, stmt, params)
+            if rows is None:
+                raise _NotAlone
+            return rows
+
+        results: list[Result] = [None] * count
+        try:
+            with self._lock if self._shared_connection else contextlib.nullcontext():
+                results[read.slot] = self._read(fetch, None, read)
+        except _NotAlone:
+            return None
+        return results
+
+    def _read(self, fetch: lg_sql.Fetch, conn: Connection | None, read: Any) -> Result:
+        if isinstance(read, _Get):
+            return self._get(fetch, conn, read)
+        if isinstance(read, _Search):
+            return self._search(fetch, conn, read)
+        return self._list(fetch, read)
+
     def _run(self, conn: Connection, count: int, reads: list[Any], puts: dict[Any, _Put]) -> list[Result]:
         results: list[Result] = [None] * count
+        fetch = lg_sql.on_connection(conn)
         for read in reads:
-            if isinstance(read, _Get):
-                results[read.slot] = self._get(conn, read)
-            elif isinstance(read, _Search):
-                results[read.slot] = self._search(conn, read)
-            else:
-                results[read.slot] = self._list(conn, read)
+            results[read.slot] = self._read(fetch, conn, read)
         if self._one_unit(puts):  # the put's own write unit is the batch's: no outer savepoint
             for put in puts.values():
                 self._put(conn, put)
@@ -450,34 +491,33 @@ class DbMemoryStore(BaseStore):
             return False
         return True
 
-    def _get(self, conn: Connection, op: _Get) -> Item | None:
+    def _get(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Get) -> Item | None:
+        """``conn``: the batch's connection (``None``: a lone read, which never refreshes)."""
         if op.store_key is None or op.path is None:
             return None
-        try:  # on the driver's cursor where dbmemory.db.raw allows it, else conn.execute
-            found = raw.first_row(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)})
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate_db_error(exc, f"reading {op.path}") from exc
-        if found is None:
+        rows = fetch(st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)}, f"reading {op.path}")
+        if not rows:
             return None
+        found = rows[0]
         row = _FileRead(*(found[i] for i in _READ_POSITIONS))
         value = codec.decode_value(row.body or "")
         if value is None:  # not JSON, or not an object: not an item, as search and list skip it
             return None
-        if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, op.path):
+        if conn is not None and self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, op.path):
             return None
         return Item(
             value=value, key=op.key, namespace=op.namespace,
             created_at=row.created_at, updated_at=row.updated_at,
         )
 
-    def _search(self, conn: Connection, op: _Search) -> list[SearchItem]:
+    def _search(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Search) -> list[SearchItem]:
         if op.key_prefix is None:
             return []
-        page = find_items(conn, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset)
+        page = find_items(fetch, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset)
         out = []
         for found in page:
             row = found.row
-            if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, row.file_path):
+            if conn is not None and self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, row.file_path):
                 continue  # removed meanwhile
             out.append(
                 SearchItem(
@@ -487,9 +527,9 @@ class DbMemoryStore(BaseStore):
             )
         return out
 
-    def _list(self, conn: Connection, op: _List) -> list[tuple[str, ...]]:
+    def _list(self, fetch: lg_sql.Fetch, op: _List) -> list[tuple[str, ...]]:
         names = set()
-        for store_key in lg_sql.namespace_keys(conn, op.key_prefix):  # one row per store
+        for store_key in lg_sql.namespace_keys(fetch, op.key_prefix):  # one row per store
             namespace = codec.namespace_of_key(store_key)
             if namespace is not None and codec.matches_conditions(namespace, op.conditions):
                 names.add(namespace)
