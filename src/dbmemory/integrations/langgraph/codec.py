@@ -118,13 +118,19 @@ def check_labels(labels: object, what: str, error: type[NamespaceError] = Namesp
     return tuple(labels)
 
 
+@functools.lru_cache(maxsize=4096)
+def _store_code(namespace: tuple[str, ...]) -> str:
+    """``lg.`` and the encoded labels (encoded once per namespace: the last 4,096 are kept)."""
+    return STORE_CODE_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in namespace)
+
+
 def store_code_of(namespace: tuple[str, ...], error: type[NamespaceError] = NamespaceError) -> str:
     """The store code of a (checked, non-empty) namespace: ``lg.<label>.<label>...``.
 
     Raises:
         NamespaceError: the code would be longer than 200 characters.
     """
-    code = STORE_CODE_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in namespace)
+    code = _store_code(namespace)
     if len(code) > MAX_COMPONENT_CHARS:
         raise error(
             f"namespace {namespace!r} takes {len(code)} characters as a store code "

@@ -29,6 +29,7 @@ from dbmemory.store.statements.bulk import id_chunks
 __all__ = [
     "Fetch",
     "on_connection",
+    "SELECT_ITEM_BY_KEY",
     "select_search_rows",
     "search_statement",
     "SearchRow",
@@ -86,6 +87,15 @@ _META = (
 )
 
 
+SELECT_ITEM_BY_KEY = sa.select(files.c.body, files.c.created_at, files.c.updated_at).where(
+    files.c.store_id
+    == sa.select(stores.c.store_id).where(stores.c.store_key == sa.bindparam("p_key", type_=sa.String())).scalar_subquery(),
+    files.c.path_hash == sa.bindparam("p_ph", type_=files.c.path_hash.type),
+)
+"""Body, ``created_at`` and ``updated_at`` of one file by store key (``:p_key``) and path hash
+(``:p_ph``): a get that records no read (no TTL refresh) needs nothing more."""
+
+
 def _under_key(key_prefix: str) -> sa.ColumnElement[bool]:
     """Store keys equal to ``key_prefix`` or starting with ``key_prefix + "."`` (a namespace
     prefix), or starting with ``key_prefix`` when it ends with ``.`` (every namespace)."""
@@ -125,14 +135,23 @@ def select_namespace_rows(key_prefix: str) -> sa.Select[Any]:
     )
 
 
+def _text(value: str) -> sa.ColumnElement[str]:
+    """A constant string written into the statement's text (no quote in it), not bound: SQLite
+    prepares a statement again whenever a bound ``LIKE`` pattern is bound anew, which costs
+    more than the statement itself."""
+    assert "'" not in value
+    return sa.literal_column(f"'{value}'", sa.String())
+
+
 def _item_shaped() -> sa.ColumnElement[bool]:
-    """Files named like an item: ``/memories/<name>.json``, no deeper folder."""
+    """Files named like an item: ``/memories/<name>.json``, no deeper folder (constants in the
+    statement's text, :func:`_text`)."""
     head = ROOT + "/"
     path = files.c.file_path
     return sa.and_(
-        sa.func.substr(path, 1, len(head)) == head,
-        path.like("%" + ITEM_SUFFIX),
-        sa.not_(path.like(head + "%/%")),
+        sa.func.substr(path, sa.literal_column("1"), sa.literal_column(str(len(head)))) == _text(head),
+        path.like(_text("%" + ITEM_SUFFIX)),
+        sa.not_(path.like(_text(head + "%/%"))),
     )
 
 
@@ -225,7 +244,7 @@ def _key_head(every: bool) -> sa.ColumnElement[bool]:
     """:func:`_under_key` with bind parameters ``p_key``/``p_len`` (and ``p_exact`` unless
     ``every``): :func:`_key_params` gives their values."""
     key, length = sa.bindparam("p_key", type_=sa.String()), sa.bindparam("p_len", type_=sa.Integer())
-    head = sa.func.substr(stores.c.store_key, 1, length) == key
+    head = sa.func.substr(stores.c.store_key, sa.literal_column("1"), length) == key
     if not every:  # the namespace itself, or a deeper one
         head = sa.or_(stores.c.store_key == sa.bindparam("p_exact", type_=sa.String()), head)
     return head

@@ -495,20 +495,22 @@ class DbMemoryStore(BaseStore):
         """``conn``: the batch's connection (``None``: a lone read, which never refreshes)."""
         if op.store_key is None or op.path is None:
             return None
-        rows = fetch(st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)}, f"reading {op.path}")
+        params = {"p_key": op.store_key, "p_ph": path_hash(op.path)}
+        touching = conn is not None and self._refreshes(op.refresh, False)
+        rows = fetch(st.SELECT_FILE_READ_BY_KEY if touching else lg_sql.SELECT_ITEM_BY_KEY, params, f"reading {op.path}")
         if not rows:
             return None
-        found = rows[0]
-        row = _FileRead(*(found[i] for i in _READ_POSITIONS))
-        value = codec.decode_value(row.body or "")
+        if touching:
+            row = _FileRead(*(rows[0][i] for i in _READ_POSITIONS))
+            body, created_at, updated_at = row.body, row.created_at, row.updated_at
+        else:  # records no read: body and times only
+            body, created_at, updated_at = rows[0]
+        value = codec.decode_value(body or "")
         if value is None:  # not JSON, or not an object: not an item, as search and list skip it
             return None
-        if conn is not None and self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, op.path):
+        if touching and not row.expiry_exempt and not self._touch(conn, row, op.path):  # type: ignore[arg-type]
             return None
-        return Item(
-            value=value, key=op.key, namespace=op.namespace,
-            created_at=row.created_at, updated_at=row.updated_at,
-        )
+        return Item(value=value, key=op.key, namespace=op.namespace, created_at=created_at, updated_at=updated_at)
 
     def _search(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Search) -> list[SearchItem]:
         if op.key_prefix is None:
