@@ -190,8 +190,10 @@ def path_of(key: object) -> str:
     return f"{ROOT}/{encoded}{ITEM_SUFFIX}"
 
 
+@functools.lru_cache(maxsize=4096)
 def key_of_path(path: str) -> str | None:
-    """The item key a file path holds, or ``None`` when the file is not an item."""
+    """The item key a file path holds, or ``None`` when the file is not an item (decoded once
+    per path: the answers of the last 4,096 paths are kept)."""
     head = ROOT + "/"
     if not path.startswith(head) or not path.endswith(ITEM_SUFFIX):
         return None

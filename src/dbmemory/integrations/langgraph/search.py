@@ -102,7 +102,12 @@ def _decoded(row: lg_sql.SearchRow, prefix: tuple[str, ...]) -> tuple[tuple[str,
 
 
 def _matching(
-    fetch: lg_sql.Fetch, key_prefix: str, prefix: tuple[str, ...], filter: Mapping[str, Any] | None, want: int | None
+    fetch: lg_sql.Fetch,
+    key_prefix: str,
+    prefix: tuple[str, ...],
+    filter: Mapping[str, Any] | None,
+    want: int | None,
+    touch: bool,
 ) -> Iterator[Found]:
     """The items under the prefix passing the filter, in creation order, read in chunks of at
     least :data:`CHUNK` rows (``want``: how many the caller needs at most; ``None``: all, in
@@ -111,7 +116,7 @@ def _matching(
     size = None if want is None else max(CHUNK, 2 * want)
     after: int | None = None
     while True:
-        rows = lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, needles=needles, after_id=after, limit=size))
+        rows = lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, needles=needles, after_id=after, limit=size, touch=touch))
         for row in rows:
             decoded = _decoded(row, prefix)
             if decoded is not None and codec.matches_filter(decoded[2], filter):
@@ -129,27 +134,30 @@ def find_items(
     query: str | None,
     limit: int,
     offset: int,
+    touch: bool = True,
 ) -> list[Found]:
     """One search's page (see the module docstring): the items in order, scored with a
-    ``query`` (highest first, ties in creation order), ``[offset:offset + limit]``."""
+    ``query`` (highest first, ties in creation order), ``[offset:offset + limit]``, read with
+    ``fetch`` (:data:`~dbmemory.integrations.langgraph.sql.Fetch`). ``touch=False``: the
+    caller records no read (the rows' last touch and read are not read)."""
     if limit <= 0:
         return []
     if not filter and query is None:  # the page itself in SQL
         page = []
-        for row in lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, limit=limit, offset=offset)):
+        for row in lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, limit=limit, offset=offset, touch=touch)):
             decoded = _decoded(row, prefix)
             if decoded is not None:
                 page.append(Found(decoded[0], decoded[1], row, decoded[2]))
         return page
     if query is None:
         page = []
-        for n, item in enumerate(_matching(fetch, key_prefix, prefix, filter, offset + limit)):
+        for n, item in enumerate(_matching(fetch, key_prefix, prefix, filter, offset + limit, touch)):
             if n >= offset:
                 page.append(item)
             if n + 1 >= offset + limit:
                 break
         return page
-    every = list(_matching(fetch, key_prefix, prefix, filter, None))
+    every = list(_matching(fetch, key_prefix, prefix, filter, None, touch))
     scores = bm25_scores(query, [codec.text_of_value(f.value) for f in every])
     ranked = sorted(
         (f._replace(score=s) for f, s in zip(every, scores, strict=True)),

@@ -96,6 +96,15 @@ SELECT_ITEM_BY_KEY = sa.select(files.c.body, files.c.created_at, files.c.updated
 (``:p_ph``): a get that records no read (no TTL refresh) needs nothing more."""
 
 
+_NO_TOUCH = (
+    *_META[:7],
+    sa.null().label("last_accessed_at"),
+    sa.null().label("read_at"),
+)
+""":data:`_META` for a search that records no read: the last touch and read are ``NULL``
+(neither read nor converted)."""
+
+
 def _under_key(key_prefix: str) -> sa.ColumnElement[bool]:
     """Store keys equal to ``key_prefix`` or starting with ``key_prefix + "."`` (a namespace
     prefix), or starting with ``key_prefix`` when it ends with ``.`` (every namespace)."""
@@ -161,13 +170,15 @@ def _like_pattern(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _search_shape(every: bool, groups: tuple[int, ...], after: bool, limit: bool, offset: bool) -> sa.Select[Any]:
+def _search_shape(
+    every: bool, groups: tuple[int, ...], after: bool, limit: bool, offset: bool, touch: bool = True
+) -> sa.Select[Any]:
     """The statement of :func:`select_search_rows` for one shape, with bind parameters: built
     and compiled once (SQLAlchemy's statement cache), whatever the prefix and needles."""
     head = _key_head(every)
     body = files.c.body
     stmt = (
-        sa.select(*_META, body)
+        sa.select(*(_META if touch else _NO_TOUCH), body)
         .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
         .where(head, _item_shaped())
     )
@@ -192,9 +203,11 @@ def search_statement(
     after_id: int | None = None,
     limit: int | None = None,
     offset: int = 0,
+    touch: bool = True,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """The statement and parameters of :func:`select_search_rows` (the statement is shared by
-    every call of the same shape)."""
+    every call of the same shape). ``touch=False``: for a search that records no read, whose
+    rows' ``last_accessed_at`` and ``read_at`` are ``None``."""
     every = key_prefix.endswith(".")
     params = _key_params(key_prefix)
     for g, group in enumerate(needles):
@@ -206,7 +219,7 @@ def search_statement(
         params["p_limit"] = limit
     if offset:
         params["p_offset"] = offset
-    shape = (every, tuple(len(g) for g in needles), after_id is not None, limit is not None, bool(offset))
+    shape = (every, tuple(len(g) for g in needles), after_id is not None, limit is not None, bool(offset), touch)
     return _search_shape(*shape), params
 
 

@@ -515,11 +515,12 @@ class DbMemoryStore(BaseStore):
     def _search(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Search) -> list[SearchItem]:
         if op.key_prefix is None:
             return []
-        page = find_items(fetch, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset)
+        touching = conn is not None and self._refreshes(op.refresh, False)
+        page = find_items(fetch, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset, touching)
         out = []
         for found in page:
             row = found.row
-            if conn is not None and self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, row.file_path):
+            if touching and not row.expiry_exempt and not self._touch(conn, row, row.file_path):  # type: ignore[arg-type]
                 continue  # removed meanwhile
             out.append(
                 SearchItem(
