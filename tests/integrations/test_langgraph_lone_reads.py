@@ -141,3 +141,24 @@ def test_a_failed_lone_read_reports_the_error_the_usual_way(tmp_path: Any) -> No
                 read()
     finally:
         engine.dispose()
+
+
+def test_a_lone_read_on_a_connection_the_server_dropped_still_answers(engine: Engine) -> None:
+    """A pooled connection the server closed is not handed to a lone read (the pool's
+    pre-ping), or fails it, is dropped, and the read runs again the usual way."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("lone reads on a server: PostgreSQL only (SQLite has none; MariaDB reads in a transaction)")
+    store = DbMemoryStore(engine)
+    store.put(("n",), "a", {"v": 1})
+    assert store.get(("n",), "a").value == {"v": 1}  # a lone-read connection is now pooled
+    with engine.connect() as conn:
+        mine = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        conn.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> %(me)s AND backend_type = 'client backend'",
+            {"me": mine},
+        )
+        conn.commit()
+    for _ in range(3):
+        assert store.get(("n",), "a").value == {"v": 1}
+        assert store.list_namespaces() == [("n",)]

@@ -35,6 +35,18 @@ wrapping, ``handle_error`` events and invalidation happen as if the raw path had
 tried. Only when the failed statement writes (a touch) and SQLite has ended the transaction
 with it is the statement not run again (it would run on its own, outside the caller's
 transaction): the driver error is raised wrapped as SQLAlchemy wraps it.
+
+Lone reads (:func:`engine_rows`): one ``SELECT`` given an Engine, not a Connection, runs on a
+pooled DB-API connection outside any transaction where
+:func:`dbmemory.db.dialect.base.lone_reads` allows it (SQLite; PostgreSQL with psycopg, in
+autocommit for the statement): one statement is its own consistent snapshot, so the
+``BEGIN``/``COMMIT`` round trips and SQLAlchemy's Connection are saved. The connection comes
+from the engine's own pool (its size bounds the connections; its ``pool_pre_ping``,
+dbmemory's default for servers, costs one round trip), whose check-out and check-in events run
+as usual; a named paramstyle (psycopg's ``%(name)s``) gets its parameters as a dict. The same
+observers rule holds (engine listeners, echo or a ``schema_translate_map``: not run). On a
+driver error the connection is invalidated and nothing is returned, so the caller runs the
+statement again its usual way, which reports the error.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ import concurrent.futures
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from sqlalchemy.engine import URL, Connection, Engine
@@ -93,15 +93,11 @@ from dbmemory.errors import (
 try:
     from langgraph.store.base import (
         BaseStore,
-        GetOp,
         InvalidNamespaceError,
         Item,
-        ListNamespacesOp,
         Op,
-        PutOp,
         Result,
         SearchItem,
-        SearchOp,
         TTLConfig,
     )
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -109,13 +105,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "the LangGraph store needs the langgraph package: " + extra_hint("langgraph")
     ) from exc
 
-from dbmemory.core.keys import MAX_COMPONENT_CHARS
 from dbmemory.core.model import Caps, StoreRef
 from dbmemory.core.paths import path_hash
 from dbmemory.db.engine import connect, create_engine
 from dbmemory.db.migrate import upgrade
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
+from dbmemory.integrations.langgraph.plan import Get as _Get
+from dbmemory.integrations.langgraph.plan import ListNamespaces as _List
+from dbmemory.integrations.langgraph.plan import Put as _Put
+from dbmemory.integrations.langgraph.plan import Search as _Search
+from dbmemory.integrations.langgraph.plan import plan_ops
 from dbmemory.integrations.langgraph.search import find_items
 from dbmemory.integrations.langgraph.ttl import (
     MINUTES_PER_DAY,
@@ -143,45 +143,6 @@ class LangGraphNamespaceError(codec.NamespaceError, InvalidNamespaceError):
     ``InvalidNamespaceError``."""
 
 
-class _Get(NamedTuple):
-    slot: int
-    namespace: tuple[str, ...]
-    key: str
-    store_key: str | None  # None: the namespace cannot exist
-    path: str | None
-    refresh: bool
-
-
-class _Search(NamedTuple):
-    slot: int
-    prefix: tuple[str, ...]
-    key_prefix: str | None
-    filter: Mapping[str, Any] | None
-    limit: int
-    offset: int
-    query: str | None
-    refresh: bool
-
-
-class _List(NamedTuple):
-    slot: int
-    conditions: tuple[tuple[str, tuple[str, ...]], ...]
-    key_prefix: str
-    max_depth: int | None
-    limit: int
-    offset: int
-
-
-class _Put(NamedTuple):
-    namespace: tuple[str, ...]
-    key: str
-    store_key: str
-    store_code: str
-    path: str
-    text: str | None  # None: delete
-    exempt: bool
-
-
 class _FileRead(NamedTuple):
     """The columns of a get's row (:data:`~dbmemory.store.statements.reads.SELECT_FILE_READ_BY_KEY`)."""
 
@@ -201,14 +162,6 @@ _READ_POSITIONS = tuple(raw.columns(st.SELECT_FILE_READ_BY_KEY)[name] for name i
 class _NotAlone(Exception):
     """A lone read could not run (:meth:`DbMemoryStore._read_alone`): the batch runs in a
     transaction instead."""
-
-
-def _int(value: object, what: str, *, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{what} must be a whole number, got {value!r}")
-    return value
 
 
 class DbMemoryStore(BaseStore):
@@ -307,79 +260,6 @@ class DbMemoryStore(BaseStore):
 
     # -- planning (pure: every op checked before any SQL) ---------------------------------------
 
-    def _plan(self, ops: list[Op]) -> tuple[list[Any], dict[tuple[tuple[str, ...], str], _Put]]:
-        err = LangGraphNamespaceError
-        reads: list[Any] = []
-        puts: dict[tuple[tuple[str, ...], str], _Put] = {}
-        for index, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                namespace = codec.check_labels(op.namespace, "namespace", err)
-                path = codec.path_of(op.key)
-                try:
-                    store_key: str | None = codec.store_key_of(namespace, err) if namespace else None
-                except codec.NamespaceError:
-                    store_key = None  # too long to exist
-                reads.append(_Get(index, namespace, op.key, store_key, path, bool(op.refresh_ttl)))
-            elif isinstance(op, SearchOp):
-                prefix = codec.check_labels(op.namespace_prefix, "namespace prefix", err)
-                codec.check_filter(op.filter)
-                if op.query is not None and not isinstance(op.query, str):
-                    raise InvalidArgumentError(f"query must be text or None, got {type(op.query).__name__}")
-                key_prefix = codec.key_prefix_of(prefix) if prefix else codec.STORE_KEY_PREFIX
-                # A prefix longer than any store key names no store.
-                fits = len(key_prefix) <= len("shared:") + MAX_COMPONENT_CHARS
-                reads.append(
-                    _Search(
-                        index,
-                        prefix,
-                        key_prefix if fits else None,
-                        op.filter,
-                        _int(op.limit, "limit") or 0,
-                        _int(op.offset, "offset") or 0,
-                        op.query,
-                        bool(op.refresh_ttl),
-                    )
-                )
-            elif isinstance(op, ListNamespacesOp):
-                conditions: list[tuple[str, tuple[str, ...]]] = []
-                for condition in op.match_conditions or ():
-                    kind = condition.match_type
-                    if kind not in ("prefix", "suffix"):
-                        raise InvalidArgumentError(f"match_type {kind!r} is not 'prefix' or 'suffix'")
-                    conditions.append((kind, codec.check_labels(condition.path, f"{kind} condition", err)))
-                literal: list[str] = []  # the first prefix condition's labels before a "*"
-                for label in next((labels for kind, labels in conditions if kind == "prefix"), ()):
-                    if label == "*":
-                        break
-                    literal.append(label)
-                key_prefix = codec.key_prefix_of(literal) if literal else codec.STORE_KEY_PREFIX
-                reads.append(
-                    _List(
-                        index,
-                        tuple(conditions),
-                        key_prefix,
-                        _int(op.max_depth, "max_depth", optional=True),
-                        _int(op.limit, "limit") or 0,
-                        _int(op.offset, "offset") or 0,
-                    )
-                )
-            elif isinstance(op, PutOp):
-                namespace = codec.check_labels(op.namespace, "namespace", err)
-                if not namespace:
-                    raise err("namespace is empty: pass at least one label, e.g. ('users', 'u-42')")
-                if namespace[0] == "langgraph":
-                    raise err(f"namespace {namespace!r}: the root label 'langgraph' is reserved by LangGraph")
-                code = codec.store_code_of(namespace, err)
-                path = codec.path_of(op.key)
-                text = None if op.value is None else codec.encode_value(op.value)
-                expiring = False if op.value is None else self._check_ttl(op.ttl)
-                puts[(namespace, op.key)] = _Put(
-                    namespace, op.key, "shared:" + code, code, path, text, not expiring
-                )
-            else:
-                raise InvalidArgumentError(f"unknown LangGraph operation {type(op).__name__}")
-        return reads, puts
-
     # -- running -----------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -398,7 +278,7 @@ class DbMemoryStore(BaseStore):
             ConflictError / StorageError: the database refused or failed (retry / see cause).
         """
         ops = list(ops)
-        reads, puts = self._plan(ops)
+        reads, puts = plan_ops(ops, self._check_ttl, LangGraphNamespaceError)
         if not puts and len(reads) == 1 and isinstance(self._bind, Engine) and self._alone(reads[0]):
             results = self._read_alone(len(ops), reads[0])
             if results is not None:
