@@ -25,7 +25,11 @@ from the file row; an unchanged value written again keeps both). Values are JSON
 tuples come back as lists, and a ``datetime``, a set or ``nan`` is refused.
 
 **Transactions.** Given an Engine (or a URL, or nothing: ``DBMEMORY_URL``), each
-:meth:`~DbMemoryStore.batch` runs in one transaction of its own and commits it. Given a
+:meth:`~DbMemoryStore.batch` runs in one transaction of its own and commits it, except a batch
+of one read that records no read (``get``, ``list_namespaces``, a ``search`` without filter
+or with a query; no TTL refresh): on SQLite and PostgreSQL (psycopg) that is one statement,
+its own snapshot, run on a pooled connection outside any transaction
+(:func:`dbmemory.db.raw.engine_rows`; elsewhere, or when it cannot run so, a transaction). Given a
 Connection, batches join the caller's transaction and nothing is committed: the caller's
 rollback removes the puts. A batch's puts are all or nothing (one savepoint): a put refused by
 a cap leaves none of the batch. :meth:`~DbMemoryStore.abatch` runs the same work in a worker
