@@ -270,7 +270,13 @@ def engine_rows(engine: Engine, stmt: Any, params: dict[str, Any]) -> list[tuple
     """Every row of the ``SELECT`` ``stmt`` with ``params``, run alone on a pooled DB-API
     connection of ``engine`` outside any transaction (see the module text: a lone read), as
     tuples in its column order; ``None`` when it was not run or failed (the caller runs it in
-    a transaction of its own, which reports any error)."""
+    a transaction of its own, which reports any error).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: no connection could be had (the database cannot be
+            reached, or the pool had none free within ``pool_timeout``), as
+            ``engine.connect()`` raises it: the usual way would only wait again.
+    """
     dialect = engine.dialect
     if not lone_reads(dialect) or engine.echo:
         return None
@@ -286,10 +292,13 @@ def engine_rows(engine: Engine, stmt: Any, params: dict[str, Any]) -> list[tuple
         args = plan.args(params)
     except Exception:  # a parameter missing or refused by its type: the usual way says so
         return None
-    try:
+    try:  # no connection: raised, wrapped as engine.connect() wraps it (the usual way would wait again)
         pooled = engine.raw_connection()
-    except Exception:  # cannot connect: the usual way says so, translated
-        return None
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(
+            None, None, exc, dialect.loaded_dbapi.Error,
+            connection_invalidated=dialect.is_disconnect(exc, None, None), dialect=dialect,
+        ) from exc
     try:
         driver = pooled.driver_connection
         if driver is None:

@@ -82,10 +82,12 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 
 from dbmemory.db import raw
 from dbmemory.db.dialect.base import is_memory_sqlite
+from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.errors import (
     CapExceededError,
     InvalidArgumentError,
@@ -321,7 +323,10 @@ class DbMemoryStore(BaseStore):
         assert isinstance(engine, Engine)
 
         def fetch(stmt: Any, params: dict[str, Any], action: str) -> list[tuple[Any, ...]]:
-            rows = raw.engine_rows(engine, stmt, params)
+            try:
+                rows = raw.engine_rows(engine, stmt, params)
+            except sa.exc.SQLAlchemyError as exc:  # no connection (as dbmemory.db.engine.connect)
+                raise translate_db_error(exc, action, target=engine) from exc
             if rows is None:
                 raise _NotAlone
             return rows
