@@ -155,3 +155,8 @@ __all__ = [
     "set_org_setting",
     "text_hash",
 ]
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)
