@@ -8,7 +8,7 @@ on the DB-API cursor (:func:`raw_reads`) and whether writers lock by a no-op ``U
 (:func:`locks_by_update`: PostgreSQL).
 
 Part of :mod:`dbmemory.db.dialect`, the one package that branches on the dialect name; the
-facts behind each choice are in the project's DATABASES.md."""
+facts behind each choice are in docs/databases.md."""
 
 from __future__ import annotations
 
