@@ -23,6 +23,7 @@ the full traceback with the driver's own error after that line, for operators.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import functools
 import importlib
 import json
@@ -40,6 +41,7 @@ import typer.core
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
+from dbmemory.cli._help import reflow_help
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.llm import default_call_is_litellm, missing_key_error
 
@@ -265,7 +267,17 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
                 f"{option} reads as an option: to pass a negative number, put -- before the "
                 f"values (for example '{ctx.command_path} -- NAME {option}'){hint}",
             )
-        return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{exc.format_message().rstrip('.')}{hint}"
+        message = exc.format_message().rstrip(".")
+        if type(exc).__name__ == "NoSuchOption":
+            known = [
+                name
+                for param in getattr(getattr(ctx, "command", None), "params", ())
+                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+                if name.startswith("-")
+            ]
+            close = close_options(option, known or getattr(exc, "possibilities", None) or ())
+            message = f"No such option: {option}" + (f" (did you mean {' or '.join(close)}?)" if close else "")
+        return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{message}{hint}"
     if isinstance(exc, typer.Abort):
         return EXIT_FAILURE, "aborted", "aborted"
     if isinstance(exc, DbMemoryError):
@@ -278,6 +290,25 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
     if isinstance(exc, OSError):  # a file or folder the command reads or writes
         return EXIT_FAILURE, "file_error", file_error_message(exc)
     return EXIT_FAILURE, "unexpected_error", f"unexpected {type(exc).__name__}: {exc}"
+
+
+def close_options(typed: str, options: Sequence[str]) -> list[str]:
+    """The options of ``options`` that ``typed`` is plausibly a typo of, closest first.
+
+    click suggests any option whose spelling is 60% alike (``--bogus`` -> ``--user``, ``--usr``
+    -> ``--url``); here an option is suggested only when ``typed`` (without its dashes, at
+    least two characters) starts it, or the names without dashes are at least 75% alike
+    (:class:`difflib.SequenceMatcher` ratio): ``--usr`` -> ``--user``, ``--stor`` ->
+    ``--store``, ``--bogus`` -> nothing.
+    """
+    bare = typed.lstrip("-").lower()
+    scored = []
+    for option in dict.fromkeys(options):
+        name = option.lstrip("-").lower()
+        ratio = difflib.SequenceMatcher(None, bare, name).ratio()
+        if (len(bare) >= 2 and name.startswith(bare)) or ratio >= 0.75:
+            scored.append((-ratio, option))
+    return [option for _, option in sorted(scored)][:3]
 
 
 def file_error_message(exc: OSError) -> str:
@@ -425,6 +456,7 @@ class LazyCommand(TyperCommand):
             group = typer.main.get_group(app)
             for command in group.commands.values():
                 bound_integers(command)
+                reflow_help(command)
             commands = self._loaded[self.modules] = dict(group.commands)
         assert self.name is not None
         return commands[self.name]

@@ -79,7 +79,7 @@ users_app = typer.Typer(
     help="Per-user administration: the memory switch (pause memory, keep it), the opt-out "
     "(delete the profile, stop memory), and export everything held about a user as JSON (a "
     "data-subject access request), or forget the user. " + EXIT_CODES_HELP,
-    epilog="Example: dbmemory users export u-123 > u-123.json && dbmemory users forget u-123 --yes",
+    epilog="Example:\n\n    dbmemory users export u-123 > u-123.json\n    dbmemory users forget u-123 --yes",
     no_args_is_help=True,
 )
 

@@ -43,7 +43,7 @@ items_app = typer.Typer(
         "is purged after the organisation's grace period; until then 'items restore' brings it "
         "back. Each command runs in a transaction of its own and commits it. " + EXIT_CODES_HELP
     ),
-    epilog='Example: dbmemory items add u-123 "User prefers tea" && dbmemory items list u-123',
+    epilog='Example:\n\n    dbmemory items add u-123 "User prefers tea"\n    dbmemory items list u-123',
     no_args_is_help=True,
 )
 
@@ -99,7 +99,7 @@ def add(
     Example:
 
         dbmemory items add u-123 "User prefers camelCase in code reviews"
-        dbmemory items add u-123 "User is on leave until May" --class temporary --org acme
+        dbmemory items add u-123 "On leave until May" --class temporary --org acme
     """
     with transaction(url, "adding a memory item") as conn:
         item = add_item(conn, user, text, org_id=org, retention_class=retention_class, actor=ACTOR)
