@@ -321,7 +321,9 @@ def translate_db_error(
 
     Returns:
         An existing :class:`DbMemoryError` unchanged; a :class:`ConflictError` for lock
-        timeouts, deadlocks and serialisation failures (code ``conflict``: retry) and for a
+        timeouts and deadlocks (code ``conflict``: retry), for a serialisation failure
+        (PostgreSQL SQLSTATE 40001, Oracle ORA-08177 at REPEATABLE READ/SERIALIZABLE: code
+        ``serialization_failure``, roll back and retry the whole transaction) and for a
         busy SQLite database (code ``busy``); a :class:`ConflictError` with code
         ``transaction_rolled_back`` when the connection was lost (the server rolled back the
         transaction on it); a :class:`StorageError` naming the cause and remedy of a failure
@@ -367,6 +369,15 @@ def translate_db_error(
             f"{action} conflicted with a concurrent writer (a deadlock, or on a Galera cluster "
             "a write to the same store committed first on another node) and the database "
             "rolled back the whole transaction; nothing of it was saved: retry the operation"
+        )
+    if serialization_failure(exc):  # PostgreSQL 40001, Oracle ORA-08177: a snapshot, not a lock
+        return ConflictError(
+            f"{action} was refused: another writer committed a change to the same rows after "
+            "this transaction took its snapshot (REPEATABLE READ or SERIALIZABLE isolation), "
+            "so it could not be checked against what is committed. Nothing was written. Roll "
+            "back and retry the whole transaction: retrying inside the same transaction fails "
+            "again",
+            code="serialization_failure",
         )
     if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
         return ConflictError(
