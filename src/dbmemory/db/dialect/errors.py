@@ -260,8 +260,32 @@ def database_target(bind: Connection | Engine | sa.URL | None) -> str | None:
             return "an in-memory SQLite database"
         return f"the SQLite file {name}"
     port = url.port or _DEFAULT_PORTS.get(backend)
-    where = f"{url.host or 'localhost'}" + (f":{port}" if port else "")
+    where = ",".join(_query_hosts(url, port)) or f"{url.host or 'localhost'}" + (f":{port}" if port else "")
     return where + (f"/{url.database}" if url.database else "")
+
+
+def _query_hosts(url: sa.URL, default_port: int | None) -> list[str]:
+    """The hosts a PostgreSQL URL names in its query (``?host=h1:5432&host=h2:5433``, libpq's
+    ``?host=h1,h2&port=5432,5433``, a socket folder ``?host=/run/postgresql``), each as
+    ``host:port``; empty when the query names none."""
+    def values(key: str) -> list[str]:
+        raw = url.query.get(key)
+        items = raw if isinstance(raw, tuple) else (raw,) if raw else ()
+        return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+
+    hosts, ports = values("host") or values("hostaddr"), values("port")
+    named = []
+    for number, host in enumerate(hosts):
+        if host.startswith("/"):
+            named.append(f"{host} (socket)")
+            continue
+        name, colon, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
+        if not colon:
+            name = host
+            port = ports[number] if number < len(ports) else ports[0] if len(ports) == 1 else ""
+        port = port or (str(url.port or default_port) if (url.port or default_port) else "")
+        named.append(f"{name}:{port}" if port else name)
+    return named
 
 
 _STATEMENT_LIMITS = {
