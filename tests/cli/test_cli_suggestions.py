@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dbmemory.cli import app
-from dbmemory.cli._common import close_options
+from dbmemory.cli._usage import close_options
 from helpers import cli_commands
 
 LEAVES = [(list(path), command) for path, command in cli_commands()]

@@ -23,7 +23,6 @@ the full traceback with the driver's own error after that line, for operators.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import functools
 import importlib
 import json
@@ -42,6 +41,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from dbmemory.cli._help import reflow_help
+from dbmemory.cli._usage import NEGATIVE_NUMBER, close_options, last_args, negative_example
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.llm import default_call_is_litellm, missing_key_error
 
@@ -259,13 +259,13 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
                 f"'{ctx.command_path} files ls {getattr(exc, 'option_name', '--url')} ...')"
             )
         option = getattr(exc, "option_name", None) or ""
-        if type(exc).__name__ == "NoSuchOption" and _NEGATIVE.match(option) and ctx is not None:
+        if type(exc).__name__ == "NoSuchOption" and NEGATIVE_NUMBER.match(option) and ctx is not None:
             # `settings set grace_days -1`: click reads -1 as an option
             return (
                 int(getattr(exc, "exit_code", EXIT_USAGE)),
                 "usage_error",
                 f"{option} reads as an option: to pass a negative number, put -- before the "
-                f"values (for example '{ctx.command_path} -- NAME {option}'){hint}",
+                f"values (here: {negative_example(ctx, last_args)}){hint}",
             )
         message = exc.format_message().rstrip(".")
         if type(exc).__name__ == "NoSuchOption":
@@ -290,25 +290,6 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
     if isinstance(exc, OSError):  # a file or folder the command reads or writes
         return EXIT_FAILURE, "file_error", file_error_message(exc)
     return EXIT_FAILURE, "unexpected_error", f"unexpected {type(exc).__name__}: {exc}"
-
-
-def close_options(typed: str, options: Sequence[str]) -> list[str]:
-    """The options of ``options`` that ``typed`` is plausibly a typo of, closest first.
-
-    click suggests any option whose spelling is 60% alike (``--bogus`` -> ``--user``, ``--usr``
-    -> ``--url``); here an option is suggested only when ``typed`` (without its dashes, at
-    least two characters) starts it, or the names without dashes are at least 75% alike
-    (:class:`difflib.SequenceMatcher` ratio): ``--usr`` -> ``--user``, ``--stor`` ->
-    ``--store``, ``--bogus`` -> nothing.
-    """
-    bare = typed.lstrip("-").lower()
-    scored = []
-    for option in dict.fromkeys(options):
-        name = option.lstrip("-").lower()
-        ratio = difflib.SequenceMatcher(None, bare, name).ratio()
-        if (len(bare) >= 2 and name.startswith(bare)) or ratio >= 0.75:
-            scored.append((-ratio, option))
-    return [option for _, option in sorted(scored)][:3]
 
 
 def file_error_message(exc: OSError) -> str:
@@ -400,7 +381,7 @@ def _check_integer(param: Any, value: Any) -> None:
             )
 
 
-_NEGATIVE = re.compile(r"^-\d")
+
 
 
 def _option_value(args: list[str], name: str) -> str | None:
@@ -516,6 +497,7 @@ class DbMemoryGroup(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         _install_log_handler()
+        last_args[:] = list(sys.argv[1:] if args is None else args)
         try:
             result = super().main(
                 args, prog_name, complete_var, False, windows_expand_args, **extra
