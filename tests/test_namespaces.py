@@ -41,3 +41,14 @@ def test_dir_of_integrations_names_the_modules_to_import() -> None:
     assert dir(integrations) == ["anthropic_tool", "langgraph", "mcp_server"]
     for name in dir(integrations):
         importlib.import_module(f"dbmemory.integrations.{name}")
+
+
+def test_dbmemory_items_exports_the_extraction_and_the_selection() -> None:
+    from dbmemory import items
+    from dbmemory.items.extract import extract_items
+    from dbmemory.items.select import Selection, select_items
+
+    assert items.extract_items is extract_items and items.select_items is select_items
+    assert items.Selection is Selection
+    chosen = items.select_items([], "anything")
+    assert chosen.mode == "none" and chosen.items == ()
