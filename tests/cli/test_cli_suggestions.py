@@ -3,6 +3,8 @@ far-off guess such as ``--bogus`` -> ``--user``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -53,3 +55,11 @@ def test_close_options_keeps_close_names_only() -> None:
     assert close_options("--jsn", options) == ["--json"]
     assert close_options("--stor", options) == ["--store", "--store-id"]
     assert close_options("--o", options) == []
+
+
+def test_python_dash_m_dbmemory_cli_runs_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dbmemory.cli", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() and "Traceback" not in done.stderr
