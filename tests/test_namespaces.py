@@ -52,3 +52,24 @@ def test_dbmemory_items_exports_the_extraction_and_the_selection() -> None:
     assert items.Selection is Selection
     chosen = items.select_items([], "anything")
     assert chosen.mode == "none" and chosen.items == ()
+
+
+def test_rank_items_scores_every_item_at_any_count() -> None:
+    pytest.importorskip("bm25s")
+    from dbmemory.items import Item, rank_items
+
+    fields = {f: None for f in Item.__dataclass_fields__}
+
+    def item(n: int, text: str) -> Item:
+        return Item(**{**fields, "item_id": n, "text": text})  # type: ignore[arg-type]
+
+    tea, bike, cat = item(1, "User likes green tea"), item(2, "User rides a bike to work"), item(3, "User has a cat")
+    ranked = rank_items([tea, bike, cat], "which tea does the user like")
+    assert [i.item_id for i, _ in ranked][0] == 1 and len(ranked) == 3  # 3 items, far under 20
+    assert ranked[0][1] > 0 and all(isinstance(score, float) for _, score in ranked)
+    assert [i.item_id for i, _ in rank_items([tea, bike, cat], "bike", limit=1)] == [2]
+    assert rank_items([], "x") == []
+    with pytest.raises(Exception, match="limit"):
+        rank_items([tea], "x", limit=0)
+    scored = rank_items([tea, bike], "q", embedding_model="fake", embed=lambda m, t, timeout=None: [[1, 0], [0, 1], [1, 0]])
+    assert [i.item_id for i, _ in scored] == [2, 1] and scored[0][1] == pytest.approx(1.0)

@@ -68,6 +68,8 @@ uses; mem0's ``add`` and ``search``):
 * ``select_items(items, question, *, threshold=20, top_k=10, embedding_model=None, ...) ->
   Selection`` (:mod:`dbmemory.items.select`): the items to inject for a question (all of them
   under ``threshold``, else the ``top_k`` most relevant by BM25 or embeddings).
+* ``rank_items(items, question, *, limit=None, embedding_model=None) -> [(item, score)]``: every
+  item with its score, best first, at any count (a search with scores).
 
 Administration (:mod:`dbmemory.items.admin`): ``export_user(conn, user_id, *, org_id) -> dict``
 (JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``.
@@ -99,7 +101,7 @@ from dbmemory.items.org import (
     set_org_memory,
 )
 from dbmemory.items.retention import expire_items, run_item_retention, run_item_retention_committing
-from dbmemory.items.select import Selection, select_items
+from dbmemory.items.select import Selection, rank_items, select_items
 from dbmemory.items.settings import (
     DEFAULTS,
     NotAdminError,
@@ -161,6 +163,7 @@ __all__ = [
     "normalise_text",
     "org_memory_store_key",
     "purge_items",
+    "rank_items",
     "read_org_memory",
     "restore_item",
     "run_item_retention",
