@@ -54,6 +54,7 @@ def test_python_raises_a_storage_error_naming_the_hosts_not_localhost(url: str) 
     message = str(caught.value)
     assert caught.value.code == "connect_failed", message
     assert f"(database: {CLOSED}/appdb)" in message, message
+    assert "nothing accepts connections at any host and port in the URL" in message, message
     assert "localhost" not in message and SECRET not in message
 
 

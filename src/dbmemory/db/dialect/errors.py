@@ -435,6 +435,8 @@ def translate_db_error(
     at = f" (database: {where})" if where else ""
     connect = _connect_failure(text, codes)
     if connect is not None:
+        if where and "," in where.partition("/")[0]:  # several hosts: none of them answered
+            connect = connect.replace("at the host and port in the URL", "at any host and port in the URL")
         return StorageError(connect + at, code="connect_failed")
     if getattr(exc, "connection_invalidated", False):
         return ConflictError(
