@@ -1,4 +1,4 @@
-"""The one schema source: SQLAlchemy Core tables (DESIGN.md section 5).
+"""The one schema source: SQLAlchemy Core tables (docs/databases.md for what each backend stores).
 
 Rules kept here: every table is prefixed ``dbm_``; no table, column or constraint name is an
 Oracle reserved word or longer than 30 characters; the file body is a CLOB that is never

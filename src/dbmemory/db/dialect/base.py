@@ -9,7 +9,7 @@ outside any transaction (:func:`lone_reads`, :func:`set_lone_read`) and whether 
 (:func:`locks_by_update`: PostgreSQL).
 
 Part of :mod:`dbmemory.db.dialect`, the one package that branches on the dialect name; the
-facts behind each choice are in the project's DATABASES.md."""
+facts behind each choice are in docs/databases.md."""
 
 from __future__ import annotations
 
