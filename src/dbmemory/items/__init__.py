@@ -59,7 +59,10 @@ Retention (:mod:`dbmemory.items.retention`): ``expire_items``, ``run_item_retent
 class, then the grace-period purge), run by ``dbmemory expire`` and the SQL jobs.
 
 Administration (:mod:`dbmemory.items.admin`): ``export_user(conn, user_id, *, org_id) -> dict``
-(JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``.
+(JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``
+(``org_id=None``: in every organisation); neither shows nor deletes a session store shared with
+other users, and a forget in one organisation keeps the organisation-less stores while other
+organisations hold the user (:mod:`dbmemory.items.user_share`).
 """
 
 from __future__ import annotations
