@@ -458,7 +458,8 @@ def forget_user(
         store_ids = [sid for sid, k, _ in found if k not in kept_keys]
         _delete_file_reads(conn, store_ids)
         dropped = drop_stores(conn, store_ids, actor=actor) if store_ids else 0
-        redacted = _redact_events(conn, keys, sharing, None if scoped is None else orgs, kept_keys)
+        # the user's own events of every organisation, but those of the organisations kept
+        redacted = _redact_events(conn, keys, sharing, orgs if sharing.other_orgs else None, kept_keys)
         per_org = {org: _forget_in_org(conn, org, key, user_id, actor, now) for org in orgs}
         if not sharing.other_orgs or created_settings:  # the opt-out is organisation-less
             settings = conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
