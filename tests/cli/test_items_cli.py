@@ -177,3 +177,33 @@ def test_users_memory_switch_and_opt_out_commands(url: str) -> None:
     assert ok(run(url, "users", "opt-in", "u-1")).stdout == "Opted u-1 in: a new profile starts empty\n"
     actions = [e["action"] for e in json.loads(ok(run(url, "audit", "--user", "u-1", "--json")).stdout)]
     assert actions.count("optout_set") == 2 and "Ann" not in json.dumps(actions)
+
+
+def test_users_forget_says_what_it_kept_and_forgets_in_every_organisation(url: str, tmp_path: Path) -> None:
+    from dbmemory.db.engine import create_engine
+    from dbmemory.items.episodes import record_episode
+    from dbmemory.store.agents import enable_for_agent
+    from dbmemory.tool import MemoryTool
+
+    ok(run(url, "items", "add", "u-1", "Ann likes tea", "--org", "org2"))
+    engine = create_engine(url)
+    with engine.begin() as c:
+        enable_for_agent(c, "S", scope="session")
+        record_episode(c, "u-1", "hi", "ok", chat_id="room-1")
+        record_episode(c, "u-2", "hi, blue-falcon", "ok", chat_id="room-1")
+        MemoryTool(c, "S", session_id="room-1").execute(
+            {"command": "create", "path": "/memories/b.md", "file_text": "u-2's note: blue-falcon"}
+        )
+    engine.dispose()
+    out = tmp_path / "u-1.json"
+    text = ok(run(url, "users", "export", "u-1", "--output", str(out))).stdout
+    assert "Listed without content (shared with other users): session:room-1" in text
+    assert "also has data in organisation(s) org2" in text
+    assert "blue-falcon" not in out.read_text(encoding="utf-8")
+    text = ok(run(url, "users", "forget", "u-1", "--yes")).stdout
+    assert "Kept store session:room-1 (session): shared with other users" in text
+    assert "still has data in organisation(s) org2" in text and "--all-orgs --yes" in text
+    assert "either --org or --all-orgs" in error(run(url, "users", "forget", "u-1", "--org", "org2", "--all-orgs", "--yes"), 2)
+    done = json.loads(ok(run(url, "users", "forget", "u-1", "--all-orgs", "--yes", "--json")).stdout)
+    assert done["org_id"] is None and done["org_ids"] == ["org2"] and done["items"] == 1
+    assert listing(url, "u-1", "--org", "org2", "--deleted") == []

@@ -256,7 +256,8 @@ def test_export_then_forget_leaves_only_content_free_audit_rows(conn: Connection
     assert {"item_add", "item_edit", "switch_set", "put"} <= {e["action"] for e in data["audit_events"]}
 
     counts = I.forget_user(conn, user)
-    assert counts == {"items": 2, "stores": 3, "switches": 1, "episodes": 0, "events_redacted": 3}
+    assert counts == {"items": 2, "stores": 3, "switches": 1, "episodes": 0, "events_redacted": 3,
+                      "stores_kept": [], "other_orgs": [], "org_ids": ["default"]}
     assert I.list_items(conn, user, include_deleted=True) == []
     after = I.export_user(conn, user)
     assert (after["profile"], after["items"], after["stores"]) == ([], [], [])

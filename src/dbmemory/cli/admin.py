@@ -295,10 +295,19 @@ def users_export(
         handle.write(text + "\n")
     items = len(data["items"])
     stores = len(data["profile"]) + len(data["stores"])
+    shared = [s["store_key"] for s in data["shared_stores"]]
     if as_json:
-        print_json({"output": str(output), "items": items, "stores": stores})
+        print_json({"output": str(output), "items": items, "stores": stores, "shared_stores": shared})
     else:
         typer.echo(f"Wrote {output} ({plural(items, 'item')}, {plural(stores, 'store')})")
+        if shared:
+            typer.echo(f"Listed without content (shared with other users): {', '.join(shared)}")
+        if data["other_orgs"]:
+            typer.echo(
+                f"{user} also has data in organisation(s) {', '.join(data['other_orgs'])}: the "
+                "organisation-less stores and profile in the export are noted as shared across "
+                "organisations"
+            )
 
 
 @users_app.command("forget")
@@ -306,14 +315,25 @@ def users_forget(
     user: UserArgument,
     yes: Annotated[bool, typer.Option("--yes", help="Confirm: delete everything held about the user.")] = False,
     org: OrgOption = "default",
+    all_orgs: Annotated[
+        bool,
+        typer.Option(
+            "--all-orgs",
+            help="Forget the user in every organisation (instead of --org), organisation-less "
+            "stores and profile included.",
+        ),
+    ] = False,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Forget a user: delete the profile, items, episodes, user, context, session and LangGraph
     stores, switches and marks (needs --yes). Audit events stay, without any memory text; the
-    file names of the user's file events are cleared (counted as redacted). --json prints
-    {"user_id", "org_id", "items", "stores", "switches", "episodes", "events_redacted",
-    "search_index_purged"}.
+    file names of the user's file events are cleared (counted as redacted).
+    Kept, and listed: a session store whose chat another user is in too (shared), and, while
+    the user still has data in other organisations, the organisation-less stores, profile and
+    opt-out (use --all-orgs to forget those too). --json prints {"user_id", "org_id", "items",
+    "stores", "switches", "episodes", "events_redacted", "stores_kept", "other_orgs",
+    "org_ids", "search_index_purged"} (org_id null with --all-orgs).
 
     On MySQL/MariaDB, when episodes were deleted, 'OPTIMIZE TABLE dbm_episodes' runs after the
     forget commits, so their words leave the FULLTEXT index too (InnoDB keeps them until the
@@ -323,13 +343,17 @@ def users_forget(
     Example:
 
         dbmemory users forget u-123 --yes
+        dbmemory users forget u-123 --all-orgs --yes
     """
+    if all_orgs and org != "default":
+        raise InvalidArgumentError("give either --org or --all-orgs, not both")
     if not yes:
         raise InvalidArgumentError(f"'users forget' deletes everything held about {user}: add --yes to confirm")
+    scope = None if all_orgs else org
     purged: str | None = None
     with engine_session(url, "forgetting a user") as engine:
         with engine.begin() as conn:
-            counts = forget_user(conn, user, org_id=org, actor=ACTOR)
+            counts = forget_user(conn, user, org_id=scope, actor=ACTOR)
         if counts["episodes"] and is_mysql(engine):
             try:
                 purged = purge_search_index_committing(engine)
@@ -341,7 +365,7 @@ def users_forget(
                     code="search_index_not_purged",
                 ) from exc
     if as_json:
-        print_json({"user_id": user, "org_id": org, **counts, "search_index_purged": purged is not None})
+        print_json({"user_id": user, "org_id": scope, **counts, "search_index_purged": purged is not None})
     else:
         deleted = ", ".join(
             plural(counts[name], noun, nouns)
@@ -350,11 +374,20 @@ def users_forget(
                 ("episodes", "episode", None),
             )
         )
+        where = " in every organisation" if scope is None else ""
         typer.echo(
-            f"Forgot {user}: {deleted} deleted; {plural(counts['events_redacted'], 'audit event')} "
+            f"Forgot {user}{where}: {deleted} deleted; {plural(counts['events_redacted'], 'audit event')} "
             "redacted (file names cleared)"
             + (f"; the full-text index purged ({purged})" if purged else "")
         )
+        for kept in counts["stores_kept"]:
+            typer.echo(f"Kept store {kept['store_key']} ({kept['kind']}): {kept['reason']}")
+        if counts["other_orgs"]:
+            typer.echo(
+                f"{user} still has data in organisation(s) {', '.join(counts['other_orgs'])}: the "
+                f"organisation-less stores, profile and opt-out were kept; to forget everything run "
+                f"'dbmemory users forget {user} --all-orgs --yes'"
+            )
 
 
 @users_app.command("memory")

@@ -72,7 +72,10 @@ uses; mem0's ``add`` and ``search``):
   item with its score, best first, at any count (a search with scores).
 
 Administration (:mod:`dbmemory.items.admin`): ``export_user(conn, user_id, *, org_id) -> dict``
-(JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``.
+(JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``
+(``org_id=None``: in every organisation); neither shows nor deletes a session store shared with
+other users, and a forget in one organisation keeps the organisation-less stores while other
+organisations hold the user (:mod:`dbmemory.items.user_share`).
 """
 
 from __future__ import annotations

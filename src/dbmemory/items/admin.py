@@ -25,6 +25,13 @@ component: ``[A-Za-z0-9_.-]``, so never an id such as an e-mail address, which t
 map first); the profile and the items carry the encoded id
 (:func:`dbmemory.profile.store.encode_user_id`).
 
+Neither shows nor deletes what another user or organisation shares
+(:mod:`dbmemory.items.user_share`): a session store whose chat is recorded for another user too
+is exported by key only (``shared_stores``) and kept by a forget; while the user holds items,
+episodes, marks or a switch in another organisation, a forget in one organisation keeps the
+organisation-less stores and the profile opt-out (``stores_kept``, ``other_orgs``) and a forget
+with ``org_id=None`` (every organisation) deletes them.
+
 :func:`forget_user` deletes all of it but the audit events, which it **redacts**: the file
 names of the user's file events (``file_path``, and a rename's target in ``detail_text``) are
 cleared. What stays: content-free audit events (action, actor, time, sizes in characters,
@@ -67,6 +74,7 @@ from dbmemory.items.user_rows import (
     user_keys,
     user_store_kind,
 )
+from dbmemory.items.user_share import SHARED_WITH_USERS, Sharing, sharing_of, user_orgs
 from dbmemory.profile.optout import is_user_memory_enabled
 from dbmemory.store.drop import drop_stores
 from dbmemory.store.units import write_unit
@@ -145,19 +153,42 @@ def user_stores(
     return _stores_of(conn, user_keys(user_id, chats))
 
 
-def _audit_store_keys(conn: Connection, keys: UserKeys) -> list[str]:
-    """Store keys of the user's stores in the audit trail, stores deleted before included."""
+def _audit_store_keys(
+    conn: Connection, keys: UserKeys, sharing: Sharing, *, kept_too: bool = True
+) -> list[str]:
+    """Store keys of the user's stores in the audit trail, stores deleted before included;
+    never a session store shared with other users, and (``kept_too`` false) none that
+    ``sharing`` keeps."""
     rows = conn.execute(
         sa.select(_ae.c.store_key).where(store_key_rule(_ae.c.store_key, keys)).distinct()
     ).all()
-    return sorted(k for (k,) in rows if user_store_kind(k, keys) is not None)
+    out = []
+    for (k,) in rows:
+        kind = user_store_kind(k, keys)
+        if kind is None:
+            continue
+        reason = sharing.reason(k, kind)
+        if reason == SHARED_WITH_USERS or (reason is not None and not kept_too):
+            continue
+        out.append(k)
+    return sorted(out)
 
 
-def _user_events(key: str, store_keys: list[str]) -> Any:
-    """SQL: the audit events of the user (by ``user_key`` or one of ``store_keys``)."""
-    rules = [_ae.c.user_key == key]
-    rules.extend(_ae.c.store_key.in_(store_keys[i : i + 1000]) for i in range(0, len(store_keys), 1000))
-    return sa.or_(*rules)
+def _in_chunks(column: Any, values: list[Any]) -> list[Any]:
+    return [column.in_(values[i : i + 1000]) for i in range(0, len(values), 1000)]
+
+
+def _user_events(
+    key: str, store_keys: list[str], *, orgs: list[str] | None = None, not_keys: tuple[str, ...] = ()
+) -> Any:
+    """SQL: the audit events of the user (by ``user_key``, in ``orgs`` when given, of no store
+    in ``not_keys``; or by one of ``store_keys``)."""
+    own = [_ae.c.user_key == key]
+    if orgs is not None:
+        own.append(_ae.c.org_id.in_(orgs))
+    if not_keys:
+        own.append(sa.or_(_ae.c.store_key.is_(None), sa.not_(sa.or_(*_in_chunks(_ae.c.store_key, list(not_keys))))))
+    return sa.or_(sa.and_(*own), *_in_chunks(_ae.c.store_key, store_keys))
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -201,11 +232,17 @@ def export_user(
 
     Returns:
         ``{"format", "user_id", "user_key", "org_id", "exported_at", "profile": [{"store_key",
-        "files": [{"path", "text", "version", "updated_at", "read_at"}]}], "items":
+        "files": [{"path", "text", "version", "updated_at", "read_at"}], "note"}], "items":
         [Item.to_dict()...] (deleted ones too), "episodes": [Episode.to_dict()...] (oldest turn
         first), "stores": [{"store_key", "kind": "user"|"context"|"session"|"langgraph"|"items",
-        "files"}], "switches": {"memory_switch_on", "profile_memory_enabled"}, "marks":
-        [{"mark", "marked_at"}], "audit_events": [AuditEvent.to_dict()...] (oldest first)}``.
+        "files", "note"}], "shared_stores": [{"store_key", "kind": "session", "note"}] (the
+        session stores of chats another user is in too: no files, no audit events),
+        "other_orgs": [org...], "switches": {"memory_switch_on", "profile_memory_enabled"},
+        "marks": [{"mark", "marked_at"}], "audit_events": [AuditEvent.to_dict()...] (oldest
+        first)}``. ``note`` is None, or
+        :data:`~dbmemory.items.user_share.HELD_IN_OTHER_ORGS` on the organisation-less stores
+        (and session stores of chats recorded in those organisations too) while ``other_orgs``
+        is not empty: they are exported, but a forget in this organisation keeps them.
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
@@ -216,11 +253,21 @@ def export_user(
     try:
         keys = _keys_of(conn, user_id, org)
         found = _stores_of(conn, keys)
+        sharing = sharing_of(conn, key, org, keys.chats)
+        notes = {k: sharing.reason(k, kind) for _, k, kind in found}
+        shared = [
+            {"store_key": k, "kind": kind, "note": SHARED_WITH_USERS}
+            for _, k, kind in found
+            if notes[k] == SHARED_WITH_USERS
+        ]
+        found = [f for f in found if notes[f[1]] != SHARED_WITH_USERS]
         profile = [
-            {"store_key": k, "files": _store_files(conn, sid)} for sid, k, kind in found if kind == "profile"
+            {"store_key": k, "files": _store_files(conn, sid), "note": notes[k]}
+            for sid, k, kind in found
+            if kind == "profile"
         ]
         others = [
-            {"store_key": k, "kind": kind, "files": _store_files(conn, sid)}
+            {"store_key": k, "kind": kind, "files": _store_files(conn, sid), "note": notes[k]}
             for sid, k, kind in found
             if kind != "profile"
         ]
@@ -230,7 +277,7 @@ def export_user(
             audit.to_event(r).to_dict()
             for r in conn.execute(
                 sa.select(_ae)
-                .where(_user_events(key, _audit_store_keys(conn, keys)))
+                .where(_user_events(key, _audit_store_keys(conn, keys, sharing)))
                 .order_by(_ae.c.created_at, _ae.c.event_id)
             )
         ]
@@ -256,6 +303,8 @@ def export_user(
         "items": items,
         "episodes": kept,
         "stores": others,
+        "shared_stores": shared,
+        "other_orgs": list(sharing.other_orgs),
         "switches": switches,
         "marks": marks,
         "audit_events": events,
@@ -299,97 +348,136 @@ def _delete_file_reads(conn: Connection, store_ids: list[int]) -> None:
         )
 
 
-def _redact_events(conn: Connection, keys: UserKeys) -> int:
+def _redact_events(
+    conn: Connection, keys: UserKeys, sharing: Sharing, orgs: list[str] | None, kept: tuple[str, ...]
+) -> int:
     """Clear the file names of the user's file events (``file_path``; ``detail_text``, which
-    holds a rename's target): the number of events redacted."""
-    rule = sa.and_(_user_events(keys.user_key, _audit_store_keys(conn, keys)), _ae.c.file_path.is_not(None))
+    holds a rename's target) in ``orgs`` (``None``: every organisation), but not those of the
+    stores ``kept``: the number of events redacted."""
+    store_keys = _audit_store_keys(conn, keys, sharing, kept_too=False)
+    rule = sa.and_(
+        _user_events(keys.user_key, store_keys, orgs=orgs, not_keys=kept), _ae.c.file_path.is_not(None)
+    )
     return int(
         conn.execute(sa.update(_ae).where(rule).values(file_path=None, detail_text=FORGOTTEN_DETAIL)).rowcount
     )
 
 
+def _forget_in_org(conn: Connection, org: str, key: str, user_id: str, actor: str, now: dt.datetime) -> list[int]:
+    """Delete the user's items, switch, marks and episodes in one organisation: ``[items,
+    switches, episodes]`` deleted."""
+    rows = conn.execute(
+        sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
+        .where(_it.c.org_id == org, _it.c.user_key == key)
+        .with_for_update()
+    ).all()
+    ids = [int(r.item_id) for r in rows]
+    for i in range(0, len(ids), 1000):
+        conn.execute(sa.delete(_it).where(_it.c.item_id.in_(ids[i : i + 1000])))
+    audit.record_many(
+        conn,
+        [
+            audit.event_row(
+                "item_purge", actor=actor, org_id=org, user_key=key, item_id=int(r.item_id),
+                before=int(r.char_count), detail="forget", now=now,
+            )
+            for r in rows
+        ],
+    )
+    switches = conn.execute(sa.delete(_sw).where(_sw.c.org_id == org, _sw.c.user_key == key)).rowcount
+    conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))
+    episodes = delete_episodes(conn, user_id, org_id=org, actor=actor, reason="forget", now=now)
+    return [len(ids), int(switches), int(episodes)]
+
+
 def forget_user(
-    conn: Connection, user_id: str, *, org_id: str = DEFAULT_ORG, actor: str = "admin"
-) -> dict[str, int]:
-    """Delete everything the package holds about one user (every table of
-    :data:`~dbmemory.items.user_rows.USER_ROWS`, see the module doc), in the caller's
+    conn: Connection, user_id: str, *, org_id: str | None = DEFAULT_ORG, actor: str = "admin"
+) -> dict[str, Any]:
+    """Delete everything the package holds about one user in the organisation ``org_id``
+    (``None``: in every organisation the user has items, episodes, marks or a switch in; every
+    table of :data:`~dbmemory.items.user_rows.USER_ROWS`, see the module doc), in the caller's
     transaction. Audit events stay, content-free and redacted (the file names of the user's
     file events cleared): ``store_drop`` per store, ``item_purge`` per item, and one
-    ``user_forget`` with the counts.
+    ``user_forget`` per organisation with the counts.
+
+    **Nothing of another user or organisation goes** (:mod:`dbmemory.items.user_share`): a
+    session store whose chat is recorded for another user too is kept (reason ``shared with
+    other users``); when the user still holds items, episodes, marks or a switch in another
+    organisation, a forget in one organisation keeps the organisation-less data (the user,
+    context, LangGraph, items and profile stores, the session stores of chats recorded in those
+    organisations too, the profile opt-out) and names those organisations in ``other_orgs``:
+    forget with ``org_id=None`` to delete them too.
 
     **Nothing derived from before the forget is written after it commits.** An item extraction
     or profile consolidation in flight (its model call running) reads the user's forget mark
     (:func:`dbmemory.profile.optout.forget_mark`, the newest ``user_forget`` event) when it
     starts and again in its write transaction under its lock; this function takes the same
-    locks first, in the same order (the switch row of :func:`~dbmemory.items.settings.lock_user`,
-    then the ``dbm_user_settings`` row of :func:`~dbmemory.profile.optout.lock_user_memory_enabled`,
-    each created when missing and deleted below), so the
-    write either commits before them and its rows are deleted here, or waits and then sees the
-    new ``user_forget`` event and writes nothing. The ``switches`` count holds only the rows
-    that existed before.
+    locks first, in the same order (the switch row of :func:`~dbmemory.items.settings.lock_user`
+    of each organisation, then the ``dbm_user_settings`` row of
+    :func:`~dbmemory.profile.optout.lock_user_memory_enabled`, each created when missing and
+    deleted below), so the write either commits before them and its rows are deleted here, or
+    waits and then sees the new ``user_forget`` event and writes nothing. The ``switches``
+    count holds only the rows that existed before.
 
     Returns:
-        ``{"items": n, "stores": m, "switches": k, "episodes": e, "events_redacted": r}``
-        (what was deleted, the episodes of the organisation with a content-free
-        ``episode_delete`` event, and the audit events whose file names were cleared).
+        ``{"items": n, "stores": m, "switches": k, "episodes": e, "events_redacted": r,
+        "stores_kept": [{"store_key", "kind", "reason"}], "other_orgs": [org...],
+        "org_ids": [org...]}``: what was deleted (the episodes with a content-free
+        ``episode_delete`` event), the audit events whose file names were cleared, the user's
+        stores kept and why, the other organisations that still hold the user (empty for
+        ``org_id=None``) and the organisations forgotten in.
 
     Raises:
         InvalidScopeError: invalid user or organisation id.
     """
     check_arguments(conn=conn, actor=actor)
-    org = check_org(org_id)
+    scoped = None if org_id is None else check_org(org_id)
     key = user_key_of(user_id)
     now = utcnow()
     with write_unit(conn, "forgetting a user"):
+        orgs = [scoped] if scoped is not None else (user_orgs(conn, key) or [DEFAULT_ORG])
         # the locks the post-turn writes take, in their order, before anything is read: an
         # extraction or consolidation writing now finishes first (and its rows are deleted
         # below), one writing later waits and finds the user_forget event (the forget rule)
-        created = _lock_row(
-            conn, _sw, sa.and_(_sw.c.org_id == org, _sw.c.user_key == key),
-            {"org_id": org, "user_key": key, "memory_on": True, "updated_at": now},
-        )
-        created += _lock_row(
+        created = 0
+        for org in orgs:
+            created += _lock_row(
+                conn, _sw, sa.and_(_sw.c.org_id == org, _sw.c.user_key == key),
+                {"org_id": org, "user_key": key, "memory_on": True, "updated_at": now},
+            )
+        created_settings = _lock_row(
             conn, _us, _us.c.user_key == key,
             {"user_key": key, "memory_enabled": True, "updated_at": now},
         )
-        keys = _keys_of(conn, user_id, org)  # before the items, episodes and marks go
+        keys = _keys_of(conn, user_id, scoped)  # before the items, episodes and marks go
+        sharing = sharing_of(conn, key, scoped, keys.chats)
         found = _stores_of(conn, keys)
-        store_ids = [sid for sid, _, _ in found]
+        kept = [(k, kind, sharing.reason(k, kind)) for _, k, kind in found]
+        kept = [(k, kind, reason) for k, kind, reason in kept if reason is not None]
+        kept_keys = tuple(k for k, _, _ in kept)
+        store_ids = [sid for sid, k, _ in found if k not in kept_keys]
         _delete_file_reads(conn, store_ids)
-        dropped = drop_stores(conn, store_ids, actor=actor) if found else 0
-        redacted = _redact_events(conn, keys)
-        rows = conn.execute(
-            sa.select(_it.c.item_id, _it.c.org_id, _it.c.user_key, _it.c.char_count)
-            .where(_it.c.org_id == org, _it.c.user_key == key)
-            .with_for_update()
-        ).all()
-        ids = [int(r.item_id) for r in rows]
-        for i in range(0, len(ids), 1000):
-            conn.execute(sa.delete(_it).where(_it.c.item_id.in_(ids[i : i + 1000])))
-        audit.record_many(
-            conn,
-            [
-                audit.event_row(
-                    "item_purge", actor=actor, org_id=org, user_key=key, item_id=int(r.item_id),
-                    before=int(r.char_count), detail="forget", now=now,
-                )
-                for r in rows
-            ],
-        )
-        switches = conn.execute(
-            sa.delete(_sw).where(_sw.c.org_id == org, _sw.c.user_key == key)
-        ).rowcount
-        switches += conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
-        switches -= created  # the lock rows made above were no switch of the user
-        conn.execute(sa.delete(_mk).where(_mk.c.org_id == org, _mk.c.user_key == key))
-        episodes = delete_episodes(conn, user_id, org_id=org, actor=actor, reason="forget", now=now)
-        counts = {
-            "items": len(ids), "stores": int(dropped), "switches": int(switches), "episodes": episodes,
-            "events_redacted": redacted,
+        dropped = drop_stores(conn, store_ids, actor=actor) if store_ids else 0
+        # the user's own events of every organisation, but those of the organisations kept
+        redacted = _redact_events(conn, keys, sharing, orgs if sharing.other_orgs else None, kept_keys)
+        per_org = {org: _forget_in_org(conn, org, key, user_id, actor, now) for org in orgs}
+        if not sharing.other_orgs or created_settings:  # the opt-out is organisation-less
+            settings = conn.execute(sa.delete(_us).where(_us.c.user_key == key)).rowcount
+        else:
+            settings = 0
+        switches = sum(c[1] for c in per_org.values()) + int(settings) - created - created_settings
+        counts: dict[str, Any] = {
+            "items": sum(c[0] for c in per_org.values()), "stores": int(dropped), "switches": int(switches),
+            "episodes": sum(c[2] for c in per_org.values()), "events_redacted": redacted,
+            "stores_kept": [{"store_key": k, "kind": kind, "reason": r} for k, kind, r in kept],
+            "other_orgs": list(sharing.other_orgs), "org_ids": list(orgs),
         }
-        audit.record(
-            conn, "user_forget", actor=actor, org_id=org, user_key=key,
-            detail=f"{counts['items']} items, {counts['stores']} stores, {counts['switches']} switches",
-            now=now,
-        )
+        for n, org in enumerate(orgs):
+            stores, sw = (counts["stores"], counts["switches"]) if n == 0 else (0, 0)
+            audit.record(
+                conn, "user_forget", actor=actor, org_id=org, user_key=key,
+                detail=f"{per_org[org][0]} items, {stores} stores, {sw} switches"
+                + (f", {len(kept)} stores kept" if kept and n == 0 else ""),
+                now=now,
+            )
     return counts
