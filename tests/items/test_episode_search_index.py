@@ -75,7 +75,7 @@ def test_revision_0009_keeps_the_hits_and_its_downgrade_restores_the_index(empty
     if postgres:
         indexes = _pg_indexes(empty_engine)
         assert "ix_dbm_episodes_search" not in indexes
-        assert "USING gin (org_id, user_key, search_vector)" in indexes[version.INDEX]
+        assert "USING gin (org_id, user_key, search_vector) WITH (fastupdate=off)" in indexes[version.INDEX]
     migrate.downgrade(empty_engine, version.down_revision)
     assert _hits(empty_engine) == before
     if postgres:
@@ -88,7 +88,8 @@ def test_revision_0009_keeps_the_hits_and_its_downgrade_restores_the_index(empty
 
 def test_postgresql_reads_only_the_users_rows_from_the_index(engine: Engine) -> None:
     """The plan of the search: one index condition holds the organisation, the user and the
-    words (before the revision the user was filtered after the index, or the table scanned)."""
+    words (before the revision the user was filtered after the index, or the table scanned),
+    right after a bulk insert too (no pending list for the planner to shy away from)."""
     if engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's GIN index (the other engines' statements are unchanged)")
     stmt = episode_search_statement("postgresql")
@@ -104,8 +105,6 @@ def test_postgresql_reads_only_the_users_rows_from_the_index(engine: Engine) -> 
             "CASE WHEN mod(i, 30) = 0 THEN 'kayaking on the lake' ELSE 'a book about dogs' END, "
             "5, 20, 'episode', now() FROM generate_series(1, 6000) AS i"
         )
-        # as autovacuum does after a bulk load: new rows wait in GIN's pending list until then
-        c.exec_driver_sql("SELECT gin_clean_pending_list('ix_dbm_episodes_user_search')")
         c.exec_driver_sql("ANALYZE dbm_episodes")
         plan = "\n".join(r[0] for r in c.exec_driver_sql("EXPLAIN " + str(compiled), params))
         c.rollback()

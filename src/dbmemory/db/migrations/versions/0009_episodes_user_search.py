@@ -46,10 +46,14 @@ INDEX = "ix_dbm_episodes_user_search"
 EXTENSION_DDL = "CREATE EXTENSION IF NOT EXISTS btree_gin"
 
 POSTGRESQL_DDL = (
-    f"CREATE INDEX IF NOT EXISTS {INDEX} ON dbm_episodes USING gin (org_id, user_key, search_vector)",
+    f"CREATE INDEX IF NOT EXISTS {INDEX} ON dbm_episodes USING gin (org_id, user_key, search_vector) "
+    "WITH (fastupdate = off)",
     "DROP INDEX IF EXISTS ix_dbm_episodes_search",
 )
-"""The new index, then 0006's (lexemes only) dropped."""
+"""The new index, then 0006's (lexemes only) dropped. ``fastupdate = off``: each episode's
+``INSERT`` enters its lexemes into the index itself instead of GIN's pending list, which every
+search would read in full until (auto)vacuum merges it, and whose size makes the planner
+prefer a scan of the table (one row per turn is written; every turn searches)."""
 
 POSTGRESQL_DOWNGRADE_DDL = (
     "CREATE INDEX IF NOT EXISTS ix_dbm_episodes_search ON dbm_episodes USING gin (search_vector)",
