@@ -184,3 +184,21 @@ def test_markdown_names_no_module_file_that_is_gone(path: Path) -> None:
         }
     )
     assert missing == [], f"{path.relative_to(ROOT)} names files that do not exist: {missing}"
+
+
+PROJECT_FILE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*([A-Z][A-Z0-9_]+\.md)\b")
+"""A project document named by its file name: ``DESIGN.md``, ``docs/README.md``."""
+
+
+def test_docs_and_docstrings_cite_only_documents_in_the_repository() -> None:
+    """``DESIGN.md §3`` in a page or docstring points at nothing when that file is not in the
+    repository: cite a page of ``docs/`` or a module instead."""
+    present = {p.name for p in ROOT.rglob("*.md") if ".git" not in p.parts}
+    missing = sorted(
+        f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
+        for path in [*PYTHON_SOURCES, *MARKDOWN]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in PROJECT_FILE.finditer(line)
+        if match.group(1) not in present
+    )
+    assert missing == [], "documents that are not in the repository:\n" + "\n".join(missing)

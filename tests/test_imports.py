@@ -184,3 +184,20 @@ def test_the_function_level_check_sees_an_import_in_a_function() -> None:
     found = _function_level_imports(tree)
     assert [n.lineno for n in sorted(found, key=lambda n: n.lineno)] == [4, 5]
     assert [_says_optional(lines, n) for n in sorted(found, key=lambda n: n.lineno)] == [False, True]
+
+
+def test_every_source_file_is_in_a_package_the_layer_contract_sees() -> None:
+    """import-linter (grimp) builds its graph from packages only: a folder of ``.py`` files
+    without ``__init__.py`` (the migrations were one) is invisible to the layer contract, so a
+    migration could import ``dbmemory.cli`` unnoticed."""
+    package = SRC / "dbmemory"
+    outside = sorted(
+        str(path.relative_to(SRC))
+        for path in package.rglob("*.py")
+        if any(
+            not (folder / "__init__.py").is_file()
+            for folder in path.parents
+            if folder.is_relative_to(package)
+        )
+    )
+    assert outside == [], f"not in a package (add __init__.py): {outside}"

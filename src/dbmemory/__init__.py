@@ -10,8 +10,9 @@ Importing this package is cheap: it never imports litellm (model calls import it
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
@@ -126,22 +127,26 @@ _LAZY = {
     "create_engine": "dbmemory.db.engine",
 }
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     # PEP 562: the public API is imported on first use, so ``import dbmemory`` (and
     # ``dbmemory --help``) stays fast; nothing here ever imports litellm.
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dbmemory' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # the public API only: no helper names (typing, importlib, the lazy table) and no
+    # subpackages, which are imported on use
+    return sorted(__all__)
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+del annotations  # the __future__ feature name is no part of the API
+
+if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from dbmemory.agent.litellm_tools import handle_tool_calls, memory_tools
     from dbmemory.agent.turn import arun_turn, run_turn
     from dbmemory.agent.turn_types import TurnConfig, TurnResult

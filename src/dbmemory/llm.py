@@ -6,7 +6,7 @@ command that needs no model) must stay fast. Every LLM step in dbmemory takes a
 :data:`CompleteFn` so tests inject a deterministic fake instead of this wrapper.
 
 Before the first import, ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set **only when the variable is
-unset**, so litellm reads its bundled price map instead of fetching one (DESIGN.md section 8: no
+unset**, so litellm reads its bundled price map instead of fetching one (no
 outbound call other than the model the user configured). A host that sets it keeps its value.
 
 Example:

@@ -5,6 +5,7 @@ number that reads as an option says to put ``--`` before it. Each on every backe
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,23 @@ def test_a_negative_setting_value_says_to_put_double_dash_before_it(cli_url: str
     assert "negative number" in line and "--" in line, line
     line = one_error_line(run(cli_url, "settings", "set", "--admin", "--", "grace_days", "-1"), 2)
     assert "grace_days" in line and "out of range" in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "example"),
+    [
+        (["settings", "set", "--admin", "grace_days", "-1"], "dbmemory settings set --admin -- grace_days -1"),
+        (
+            ["settings", "set", "grace_days", "-1", "--admin", "--org", "default"],
+            "dbmemory settings set --admin --org default -- grace_days -1",
+        ),
+        (["items", "edit", "u1", "-5", "a text"], "dbmemory items edit -- u1 -5 'a text'"),
+    ],
+)
+def test_the_negative_number_hint_is_the_users_own_command_that_works(
+    cli_url: str, args: list[str], example: str
+) -> None:
+    line = one_error_line(run(cli_url, *args), 2)
+    assert f"(here: {example})" in line, line
+    again = run(cli_url, *shlex.split(example)[1:])  # what the hint says to run
+    assert "reads as an option" not in again.output and "No such option" not in again.output

@@ -150,7 +150,15 @@ def test_items_list_says_why_it_shows_nothing(url: str, set_clock) -> None:
     set_clock(lambda: later)
     text = ok(run(url, "items", "list", "u-1")).stdout
     assert "No memory items for u-1" in text and "1 expired by their retention class" in text
+    # the rule, with its setting; no promise of a restore, which an expired item refuses
+    assert "temporary items expire 60 days after their last change or use (retention_temporary_days)" in text
+    assert "an expired item stays expired" in text and "items restore" not in text
+    assert "an expired item stays expired" in error(run(url, "items", "restore", "u-1", "1"), 2)
     assert "expired" in ok(run(url, "items", "list", "u-1", "--deleted")).stdout
+    ok(run(url, "items", "add", "u-1", "Ann likes coffee"))
+    ok(run(url, "items", "rm", "u-1", "2"))
+    text = ok(run(url, "items", "list", "u-1")).stdout
+    assert "1 deleted: 'items restore u-1 ID' brings one back until the grace period (30 days) ends" in text
     assert "No memory items for u-9 in organisation default\n" == ok(run(url, "items", "list", "u-9")).stdout
 
 

@@ -354,7 +354,7 @@ def test_nothing_migrates_on_import(tmp_path: Path) -> None:
 
 ALTERED_TABLES = {
     "dbm_stores": ("max_file_chars", "max_files", "max_store_chars"),
-    "dbm_audit_events": ("org_id", "user_key", "item_id"),
+    "dbm_audit_events": ("org_id", "user_key", "item_id", "session_user_name"),
     "dbm_file_reads": ("store_id",),
 }
 """Tables that a revision after their creation changed, with the columns it added."""

@@ -2,8 +2,9 @@
 our backend is PostgreSQL): search filters and TTL behave alike, and where they differ the
 difference is the one docs/langgraph.md states (ours follows ``InMemoryStore``).
 
-The peers are not dependencies of dbmemory (``pip install langgraph-checkpoint-sqlite
-langgraph-checkpoint-postgres``): without them these tests skip.
+The peers are in the ``test`` extra (``langgraph-checkpoint-sqlite``,
+``langgraph-checkpoint-postgres``), not dependencies of dbmemory itself: an install without
+them skips these tests.
 """
 
 from __future__ import annotations

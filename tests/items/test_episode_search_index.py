@@ -32,6 +32,8 @@ TEXTS = [
     ("bob", "I paint too, mostly the lake", "Cool"),
     ("ann", "a book about a lake monster", "Scary"),
 ]
+REVISION = "dbmemory.db.migrations.versions.0010_episodes_user_search"
+"""The revision that narrows PostgreSQL's index (its number is in this one place)."""
 QUERIES = ["kayaking lake", "paint sister watercolours", "lake monster book", "dog"]
 
 
@@ -57,10 +59,10 @@ def _pg_indexes(engine: Engine) -> dict[str, str]:
     return {name: definition for name, definition in rows}
 
 
-def test_revision_0009_keeps_the_hits_and_its_downgrade_restores_the_index(empty_engine: Engine) -> None:
+def test_the_revision_keeps_the_hits_and_its_downgrade_restores_the_index(empty_engine: Engine) -> None:
     """Every backend: the same hits (texts, scores, order) before the revision, after it and
     after its downgrade; each user's only. PostgreSQL: the user is part of the GIN index."""
-    version = importlib.import_module("dbmemory.db.migrations.versions.0009_episodes_user_search")
+    version = importlib.import_module(REVISION)
     migrate.upgrade(empty_engine, version.down_revision)
     _fill(empty_engine)
     before = _hits(empty_engine)
@@ -118,7 +120,7 @@ def test_postgresql_upgrade_without_btree_gin_warns_and_keeps_the_old_index(empt
     search keeps 0006's index and finds the same hits."""
     if empty_engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's btree_gin extension")
-    version = importlib.import_module("dbmemory.db.migrations.versions.0009_episodes_user_search")
+    version = importlib.import_module(REVISION)
     migrate.upgrade(empty_engine, version.down_revision)
     _fill(empty_engine)
     before = _hits(empty_engine)
@@ -158,7 +160,7 @@ def test_postgresql_upgrade_without_btree_gin_warns_and_keeps_the_old_index(empt
 
 
 def test_offline_postgresql_script_creates_the_extension_and_the_index() -> None:
-    version = importlib.import_module("dbmemory.db.migrations.versions.0009_episodes_user_search")
+    version = importlib.import_module(REVISION)
     up = migrate.offline_sql("postgresql").split(f"Running upgrade {version.down_revision} -> {version.revision}")[1]
     down = migrate.offline_sql("postgresql", "downgrade").split(
         f"Running downgrade {version.revision} -> {version.down_revision}"

@@ -72,8 +72,13 @@ def test_soft_delete_stops_use_at_once_and_restore_works_until_purge(conn: Conne
     restored = I.restore_item(conn, "u1", gone.item_id, now=at(days=20))
     assert restored.deleted_at is None and restored.expires_at == at(days=200)
     with pytest.raises(InvalidArgumentError) as info2:
-        I.restore_item(conn, "u1", keep.item_id)
+        I.restore_item(conn, "u1", keep.item_id, now=at(days=20))
     assert info2.value.code == "item_not_deleted"
+    assert "expired" not in info2.value.message
+    with pytest.raises(InvalidArgumentError) as info3:  # expired (standard: 180 days), not deleted
+        I.restore_item(conn, "u1", keep.item_id, now=at(days=181))
+    assert info3.value.code == "item_not_deleted"
+    assert "an expired item stays expired" in info3.value.message
     # purge: not before the grace period (30 days) is over, unless include_grace
     I.delete_item(conn, "u1", gone.item_id, now=at(days=21))
     assert I.purge_items(conn, now=at(days=50)) == 0

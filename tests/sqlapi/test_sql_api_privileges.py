@@ -231,6 +231,7 @@ def test_mariadb_routines_run_as_a_locked_account_with_dml_only(
         try:
             with caller.connect() as c:
                 c.exec_driver_sql("START TRANSACTION")
+                c.exec_driver_sql("SET @dbm_memory_user_id = 'alice'")  # bound to alice's stores
                 c.exec_driver_sql(
                     "CALL dbm_memory_open_store('user', 'SUPPORT', 'alice', NULL, NULL, NULL, NULL, @s)")
                 c.exec_driver_sql("CALL dbm_memory_put_file(@s, '/memories/a.md', 'hello', 'alice', @v)")

@@ -84,3 +84,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'dbmemory.agent' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)

@@ -40,6 +40,8 @@ import typer.core
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
+from dbmemory.cli._help import reflow_help
+from dbmemory.cli._usage import NEGATIVE_NUMBER, close_options, last_args, negative_example
 from dbmemory.errors import DbMemoryError, InvalidArgumentError
 from dbmemory.llm import default_call_is_litellm, missing_key_error
 
@@ -257,15 +259,25 @@ def describe_error(exc: Exception) -> tuple[int, str, str | None]:
                 f"'{ctx.command_path} files ls {getattr(exc, 'option_name', '--url')} ...')"
             )
         option = getattr(exc, "option_name", None) or ""
-        if type(exc).__name__ == "NoSuchOption" and _NEGATIVE.match(option) and ctx is not None:
+        if type(exc).__name__ == "NoSuchOption" and NEGATIVE_NUMBER.match(option) and ctx is not None:
             # `settings set grace_days -1`: click reads -1 as an option
             return (
                 int(getattr(exc, "exit_code", EXIT_USAGE)),
                 "usage_error",
                 f"{option} reads as an option: to pass a negative number, put -- before the "
-                f"values (for example '{ctx.command_path} -- NAME {option}'){hint}",
+                f"values (here: {negative_example(ctx, last_args)}){hint}",
             )
-        return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{exc.format_message().rstrip('.')}{hint}"
+        message = exc.format_message().rstrip(".")
+        if type(exc).__name__ == "NoSuchOption":
+            known = [
+                name
+                for param in getattr(getattr(ctx, "command", None), "params", ())
+                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+                if name.startswith("-")
+            ]
+            close = close_options(option, known or getattr(exc, "possibilities", None) or ())
+            message = f"No such option: {option}" + (f" (did you mean {' or '.join(close)}?)" if close else "")
+        return int(getattr(exc, "exit_code", EXIT_FAILURE)), "usage_error", f"{message}{hint}"
     if isinstance(exc, typer.Abort):
         return EXIT_FAILURE, "aborted", "aborted"
     if isinstance(exc, DbMemoryError):
@@ -369,7 +381,7 @@ def _check_integer(param: Any, value: Any) -> None:
             )
 
 
-_NEGATIVE = re.compile(r"^-\d")
+
 
 
 def _option_value(args: list[str], name: str) -> str | None:
@@ -425,6 +437,7 @@ class LazyCommand(TyperCommand):
             group = typer.main.get_group(app)
             for command in group.commands.values():
                 bound_integers(command)
+                reflow_help(command)
             commands = self._loaded[self.modules] = dict(group.commands)
         assert self.name is not None
         return commands[self.name]
@@ -484,6 +497,7 @@ class DbMemoryGroup(TyperGroup):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         _install_log_handler()
+        last_args[:] = list(sys.argv[1:] if args is None else args)
         try:
             result = super().main(
                 args, prog_name, complete_var, False, windows_expand_args, **extra

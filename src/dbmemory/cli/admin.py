@@ -24,11 +24,13 @@ from dbmemory.cli._common import (
     print_json,
     to_jsonable,
 )
-from dbmemory.cli._database import transaction
+from dbmemory.cli._database import engine_session, transaction
 from dbmemory.cli._output import print_table
-from dbmemory.errors import InvalidArgumentError
+from dbmemory.db.dialect.base import is_mysql
+from dbmemory.errors import DbMemoryError, InvalidArgumentError, StorageError
 from dbmemory.items.admin import export_user, forget_user
 from dbmemory.items.audit import audit_events
+from dbmemory.items.episodes import SEARCH_PURGE_STATEMENT, purge_search_index_committing
 from dbmemory.items.model import check_org
 from dbmemory.items.org import read_org_memory, set_org_memory
 from dbmemory.items.settings import (
@@ -79,7 +81,7 @@ users_app = typer.Typer(
     help="Per-user administration: the memory switch (pause memory, keep it), the opt-out "
     "(delete the profile, stop memory), and export everything held about a user as JSON (a "
     "data-subject access request), or forget the user. " + EXIT_CODES_HELP,
-    epilog="Example: dbmemory users export u-123 > u-123.json && dbmemory users forget u-123 --yes",
+    epilog="Example:\n\n    dbmemory users export u-123 > u-123.json\n    dbmemory users forget u-123 --yes",
     no_args_is_help=True,
 )
 
@@ -310,7 +312,13 @@ def users_forget(
     """Forget a user: delete the profile, items, episodes, user, context, session and LangGraph
     stores, switches and marks (needs --yes). Audit events stay, without any memory text; the
     file names of the user's file events are cleared (counted as redacted). --json prints
-    {"user_id", "org_id", "items", "stores", "switches", "episodes", "events_redacted"}.
+    {"user_id", "org_id", "items", "stores", "switches", "episodes", "events_redacted",
+    "search_index_purged"}.
+
+    On MySQL/MariaDB, when episodes were deleted, 'OPTIMIZE TABLE dbm_episodes' runs after the
+    forget commits, so their words leave the FULLTEXT index too (InnoDB keeps them until the
+    table is optimised); if it fails, the forget stays committed, the exit code is 1 and the
+    message says what to run ('dbmemory db optimize-search').
 
     Example:
 
@@ -318,10 +326,22 @@ def users_forget(
     """
     if not yes:
         raise InvalidArgumentError(f"'users forget' deletes everything held about {user}: add --yes to confirm")
-    with transaction(url, "forgetting a user") as conn:
-        counts = forget_user(conn, user, org_id=org, actor=ACTOR)
+    purged: str | None = None
+    with engine_session(url, "forgetting a user") as engine:
+        with engine.begin() as conn:
+            counts = forget_user(conn, user, org_id=org, actor=ACTOR)
+        if counts["episodes"] and is_mysql(engine):
+            try:
+                purged = purge_search_index_committing(engine)
+            except DbMemoryError as exc:
+                raise StorageError(
+                    f"{user} was forgotten (committed), but the words of the {counts['episodes']} "
+                    f"deleted episodes stay in the FULLTEXT index: {exc.message}; run "
+                    f"'dbmemory db optimize-search' (or '{SEARCH_PURGE_STATEMENT}')",
+                    code="search_index_not_purged",
+                ) from exc
     if as_json:
-        print_json({"user_id": user, "org_id": org, **counts})
+        print_json({"user_id": user, "org_id": org, **counts, "search_index_purged": purged is not None})
     else:
         deleted = ", ".join(
             plural(counts[name], noun, nouns)
@@ -333,6 +353,7 @@ def users_forget(
         typer.echo(
             f"Forgot {user}: {deleted} deleted; {plural(counts['events_redacted'], 'audit event')} "
             "redacted (file names cleared)"
+            + (f"; the full-text index purged ({purged})" if purged else "")
         )
 
 

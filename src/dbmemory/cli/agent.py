@@ -40,7 +40,7 @@ agent_app = typer.Typer(
 
 
 class ScopeName(str, Enum):
-    """Who shares one store (DESIGN.md section 4)."""
+    """Who shares one store (docs/stores.md, "Scopes and store keys")."""
 
     agent = "agent"
     user = "user"

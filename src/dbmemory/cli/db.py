@@ -20,6 +20,7 @@ from dbmemory.db import migrate
 from dbmemory.db.dialect.base import backend, script_family
 from dbmemory.db.engine import redact_url
 from dbmemory.errors import InvalidArgumentError
+from dbmemory.items.episodes import purge_search_index_committing
 from dbmemory.sqlgen.api import check_role_name
 from dbmemory.sqlgen.api_common import DERIVED
 from dbmemory.sqlgen.deploy import install_api as install_api_on
@@ -28,7 +29,9 @@ from dbmemory.sqlgen.deploy import uninstall_api as uninstall_api_on
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["db_app", "register", "upgrade", "current", "downgrade", "install_api", "uninstall_api"]
+__all__ = [
+    "db_app", "register", "upgrade", "current", "downgrade", "install_api", "uninstall_api", "optimize_search",
+]
 
 db_app = typer.Typer(
     help=(
@@ -269,3 +272,24 @@ def uninstall_api(
         print_json({"url": where, "dialect": dialect})
     else:
         typer.echo(f"Removed the memory API from {where} ({dialect})")
+
+
+@db_app.command("optimize-search")
+def optimize_search(url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Remove the words of deleted episodes from the full-text index now (commits).
+
+    MySQL/MariaDB: runs 'OPTIMIZE TABLE dbm_episodes' (InnoDB keeps a deleted row's words in its
+    FULLTEXT index until the table is optimised; the rebuild makes new episode writes wait
+    while it runs). SQLite: the FTS5 optimize command. PostgreSQL and Oracle keep no words of
+    deleted rows: nothing runs. 'users forget' runs it itself after its commit.
+
+    Example:
+
+        dbmemory db optimize-search
+    """
+    with engine_session(url, "optimising the episodes' full-text index") as engine:
+        ran = purge_search_index_committing(engine)
+    if as_json:
+        print_json({"statement": ran})
+    else:
+        typer.echo(f"Ran {ran}" if ran else "Nothing to do: this database keeps no words of deleted episodes")

@@ -74,7 +74,7 @@ def expire(
 
         dbmemory expire --days 90
         dbmemory expire --days 30 --store agent:SUPPORT --dry-run
-        0 3 * * *  dbmemory expire --days 90 --json >> /var/log/dbmemory-expire.log
+        0 3 * * *  dbmemory expire --days 90 --json >> /var/log/dbmemory.log
     """
     validate_days(days)
     if store is not None and store_id is not None:

@@ -376,13 +376,12 @@ def put(
 
     The store is created when a --store key names one never written. The store's own caps
     apply (set by the agent configurations that name it, else the defaults) unless --no-caps
-    is given. Runs in a
-    transaction of its own and commits it.
+    is given. Runs in a transaction of its own and commits it.
 
     Example:
 
-        dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'Prefers email'
-        cat policy.md | dbmemory files put /memories/policy.md --store shared:POLICIES
+        dbmemory files put /memories/notes.md --store agent:SUPPORT --text 'Email'
+        dbmemory files put /memories/policy.md --store shared:POLICIES < policy.md
     """
     body = _read_text(text, from_file)
     with transaction(url, "writing a file") as conn:

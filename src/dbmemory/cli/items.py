@@ -10,6 +10,7 @@ transaction of its own and commits it; every change writes an audit event with t
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from typing import Annotated
 
 import typer
@@ -20,6 +21,7 @@ from dbmemory.cli._output import print_table
 from dbmemory.core.clock import utcnow
 from dbmemory.errors import InvalidArgumentError
 from dbmemory.items.model import Item
+from dbmemory.items.settings import get_org_settings
 from dbmemory.items.store import (
     add_item,
     clear_items,
@@ -43,7 +45,7 @@ items_app = typer.Typer(
         "is purged after the organisation's grace period; until then 'items restore' brings it "
         "back. Each command runs in a transaction of its own and commits it. " + EXIT_CODES_HELP
     ),
-    epilog='Example: dbmemory items add u-123 "User prefers tea" && dbmemory items list u-123',
+    epilog='Example:\n\n    dbmemory items add u-123 "User prefers tea"\n    dbmemory items list u-123',
     no_args_is_help=True,
 )
 
@@ -99,7 +101,7 @@ def add(
     Example:
 
         dbmemory items add u-123 "User prefers camelCase in code reviews"
-        dbmemory items add u-123 "User is on leave until May" --class temporary --org acme
+        dbmemory items add u-123 "On leave until May" --class temporary --org acme
     """
     with transaction(url, "adding a memory item") as conn:
         item = add_item(conn, user, text, org_id=org, retention_class=retention_class, actor=ACTOR)
@@ -124,19 +126,33 @@ def _why_none(url: str | None, user: str, org: str, deleted: bool) -> str:
     now = utcnow()
     with transaction(url, "listing memory items") as conn:
         hidden = list_items(conn, user, org_id=org, include_deleted=True, now=now)
-    expired = sum(1 for i in hidden if _state(i, now) == "expired")
-    removed = len(hidden) - expired
+        settings = get_org_settings(conn, org)
     if not hidden:
         return ""
+    classes = Counter(i.retention_class for i in hidden if _state(i, now) == "expired")
+    expired = sum(classes.values())
+    removed = len(hidden) - expired
     parts = []
     if expired:
+        rules = ", ".join(
+            f"{name} items expire {settings.retention_days(name)} days after their last change or use "
+            f"(retention_{name}_days)"
+            for name in sorted(classes)
+        )
+        replayed = (
+            "; a replayed conversation's items carry its own, older dates"
+            if user.startswith("replay.") else ""
+        )
         parts.append(
-            f"{expired} expired by their retention class (docs/items.md); a replayed"
-            " conversation's items carry its own, older dates"
+            f"{expired} expired by their retention class: {rules}{replayed}; an expired item "
+            "stays expired"
         )
     if removed:
-        parts.append(f"{removed} deleted")
-    return " (" + "; ".join(parts) + "; `--deleted` lists them, `items restore` brings one back)"
+        parts.append(
+            f"{removed} deleted: 'items restore {user} ID' brings one back until the "
+            f"grace period ({settings.grace_days} days) ends"
+        )
+    return " (" + "; ".join(parts) + "; --deleted lists them)"
 
 
 @items_app.command("list")

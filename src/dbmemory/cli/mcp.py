@@ -46,9 +46,12 @@ def mcp(
 
         dbmemory mcp --agent SUPPORT --user u-42
 
-        dbmemory mcp --agent DOCS --context document_id=7 --url postgresql://app@db/app
+        dbmemory mcp --agent DOCS --context document_id=7 \\
+            --url postgresql://app@db/app
 
-    Client configuration (e.g. Claude Desktop): {"command": "dbmemory", "args": ["mcp",
-    "--agent", "SUPPORT", "--user", "u-42"]}
+    Client configuration (e.g. Claude Desktop):
+
+        {"command": "dbmemory",
+         "args": ["mcp", "--agent", "SUPPORT", "--user", "u-42"]}
     """
     run(url=url, agent_code=agent, user_id=user, session_id=session, context=context or ())

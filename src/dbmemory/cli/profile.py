@@ -343,9 +343,11 @@ def consolidate(
 
     Example:
 
-        dbmemory profile consolidate u-123 --user-text 'I moved to the BI team' --assistant-text 'Congrats!' --model gpt-4o-mini
+        dbmemory profile consolidate u-123 --model gpt-4o-mini \\
+            --user-text 'I moved to the BI team' --assistant-text 'Congrats!'
 
-        dbmemory profile consolidate u-123 --user-text 'My name is Ann' --assistant-text 'Hi Ann' --model scripted
+        dbmemory profile consolidate u-123 --model scripted \\
+            --user-text 'My name is Ann' --assistant-text 'Hi Ann'
     """
     choice = choose_model(model)  # a missing key or an unknown name fails here, at once
     if choice.notice:

@@ -54,7 +54,7 @@ def tool(
         typer.Argument(
             help=(
                 'The command\'s JSON arguments, e.g. \'{"command": "view", "path": '
-                '"/memories"}\'; - reads them from stdin.'
+                '"/memories"}\'; - reads them from standard input (for large texts).'
             ),
             metavar="JSON",
             show_default=False,
@@ -113,12 +113,19 @@ def tool(
     is an error (it starts with 'Error: '); nothing was changed then. Runs in a transaction of
     its own and commits it.
 
+    Large texts (a file_text of many lines, or one longer than the command line allows) are
+    passed through standard input: give - as JSON and pipe the arguments in.
+
     Example:
 
         dbmemory tool --agent SUPPORT '{"command": "view", "path": "/memories"}'
-        dbmemory tool -a SUPPORT '{"command": "create", "path": "/memories/a", "file_text": "hi"}'
-        dbmemory tool -a DOCS -c document_id=7 '{"command": "view", "path": "/memories"}'
-        echo '{"command": "view", "path": "/memories"}' | dbmemory tool --shared POLICIES -
+        dbmemory tool -a SUPPORT \\
+            '{"command": "create", "path": "/memories/a", "file_text": "hi"}'
+        dbmemory tool -a DOCS -c document_id=7 \\
+            '{"command": "view", "path": "/memories"}'
+        jq -n --rawfile text notes.md \\
+            '{command: "create", path: "/memories/notes.md", file_text: $text}' \\
+            | dbmemory tool --shared POLICIES -
     """
     if (agent is None) == (shared is None):
         raise InvalidArgumentError("give exactly one of --agent AGENT or --shared CODE")

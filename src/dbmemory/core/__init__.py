@@ -1,6 +1,6 @@
 """The core layer: the rules every other layer builds on, with no database, no model and no I/O.
 
-* :mod:`~dbmemory.core.keys`: scopes and store keys (DESIGN.md section 4),
+* :mod:`~dbmemory.core.keys`: scopes and store keys (docs/stores.md),
   :func:`~dbmemory.core.keys.build_store_key` and :func:`~dbmemory.core.keys.parse_store_key`;
 * :mod:`~dbmemory.core.paths`: the canonical spelling of a memory path,
   :func:`~dbmemory.core.paths.normalize_path`;

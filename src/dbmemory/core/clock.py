@@ -1,6 +1,6 @@
 """The one clock of dbmemory: every "now" the package takes comes from :func:`utcnow`.
 
-Times are aware UTC ``datetime`` values with microsecond precision (DESIGN.md §5: timestamps
+Times are aware UTC ``datetime`` values with microsecond precision (timestamps
 are UTC, always). Tests, simulations and replays of recorded conversations set the clock with
 :func:`set_clock` or, scoped, :func:`use_clock`, instead of patching a module attribute; the
 setting is process-wide (threads of the touch pool and the post-turn worker see it too).

@@ -1,4 +1,4 @@
-"""Scopes and store keys (DESIGN.md section 4).
+"""Scopes and store keys (docs/stores.md, "Scopes and store keys").
 
 A store key is the unique text that names a store. Every component is validated before a key is
 built or accepted: at most 200 characters, full match of ``[A-Za-z0-9_.-]+`` (ASCII only, no

@@ -46,7 +46,7 @@ def _positive(name: str, value: object, *, optional: bool = False) -> None:
 
 @dataclass(frozen=True)
 class Caps:
-    """The caps a store's writes must respect (DESIGN.md: words).
+    """The caps a store's writes must respect (docs/transactions.md, caps).
 
     Attributes:
         max_file_chars: longest file, in characters (default 100,000).
@@ -83,7 +83,7 @@ class StoreRef:
     """Which store a run or tool call works on.
 
     Attributes:
-        store_key: the unique key (DESIGN.md section 4), e.g. ``"user:SUPPORT:u-7"``.
+        store_key: the unique key (:mod:`dbmemory.core.keys`), e.g. ``"user:SUPPORT:u-7"``.
         scope: ``agent``, ``user``, ``session``, ``shared``, ``global`` or ``context``; or
             ``reserved`` for the stores the package owns itself (the MEMORY tool refuses those).
         agent_code: the agent whose namespace holds the store, or that runs a session store.

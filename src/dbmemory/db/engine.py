@@ -12,6 +12,7 @@ application shares the driver.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,6 +45,23 @@ _EXTRAS: dict[str, tuple[str, str]] = {
 
 _SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "secret", "token")
 
+_MULTI_HOST = re.compile(
+    r"^(?P<scheme>postgres(?:ql)?(?:\+\w+)?)://(?P<auth>[^@/?#]*@)?(?P<hosts>[^@/?#]*,[^/?#]*)"
+    r"(?P<path>/[^?#]*)?(?:\?(?P<query>[^#]*))?$"
+)
+"""A libpq multi-host URL, ``postgresql://u@h1:5432,h2:5433/db``, which SQLAlchemy cannot parse."""
+
+
+def _multi_host_as_query(url: str) -> str:
+    """``postgresql://u@h1:5432,h2:5433/db`` as SQLAlchemy's multi-host form,
+    ``postgresql://u@/db?host=h1:5432&host=h2:5433`` (other URLs unchanged)."""
+    match = _MULTI_HOST.match(url)
+    if match is None:
+        return url
+    hosts = "&".join(f"host={host}" for host in match["hosts"].split(",") if host)
+    query = "&".join(part for part in (hosts, match["query"]) if part)
+    return f"{match['scheme']}://{match['auth'] or ''}{match['path'] or '/'}?{query}"
+
 
 def normalize_url(url: str | URL) -> URL:
     """Parse ``url`` and add dbmemory's default driver when it names none.
@@ -55,13 +73,15 @@ def normalize_url(url: str | URL) -> URL:
         The parsed :class:`~sqlalchemy.engine.URL`; ``postgresql://`` (and ``postgres://``)
         becomes ``postgresql+psycopg://``, ``mysql://`` becomes ``mysql+pymysql://``,
         ``mariadb://`` becomes ``mariadb+pymysql://``, ``oracle://`` becomes
-        ``oracle+oracledb://``. A URL with an explicit driver is returned unchanged.
+        ``oracle+oracledb://``. A URL with an explicit driver is returned unchanged. A libpq
+        multi-host URL (``postgresql://u@h1:5432,h2:5433/db``) becomes SQLAlchemy's form of it
+        (``postgresql+psycopg://u@/db?host=h1:5432&host=h2:5433``).
 
     Raises:
         InvalidArgumentError: the text is not a database URL.
     """
     try:
-        parsed = make_url(url)
+        parsed = make_url(_multi_host_as_query(url) if isinstance(url, str) else url)
     except (sa.exc.ArgumentError, ValueError) as exc:
         raise InvalidArgumentError(
             "the database URL could not be parsed: give a SQLAlchemy URL such as "
@@ -86,7 +106,7 @@ def redact_url(url: str | URL | None) -> str:
     if url is None:
         return "<default>"
     try:
-        parsed = make_url(url)
+        parsed = make_url(_multi_host_as_query(url) if isinstance(url, str) else url)
     except (sa.exc.ArgumentError, ValueError):
         return "<unparseable URL>"
     if parsed.query:

@@ -35,6 +35,18 @@ wrapping, ``handle_error`` events and invalidation happen as if the raw path had
 tried. Only when the failed statement writes (a touch) and SQLite has ended the transaction
 with it is the statement not run again (it would run on its own, outside the caller's
 transaction): the driver error is raised wrapped as SQLAlchemy wraps it.
+
+Lone reads (:func:`engine_rows`): one ``SELECT`` given an Engine, not a Connection, runs on a
+pooled DB-API connection outside any transaction where
+:func:`dbmemory.db.dialect.base.lone_reads` allows it (SQLite; PostgreSQL with psycopg, in
+autocommit for the statement): one statement is its own consistent snapshot, so the
+``BEGIN``/``COMMIT`` round trips and SQLAlchemy's Connection are saved. The connection comes
+from the engine's own pool (its size bounds the connections; its ``pool_pre_ping``,
+dbmemory's default for servers, costs one round trip), whose check-out and check-in events run
+as usual; a named paramstyle (psycopg's ``%(name)s``) gets its parameters as a dict. The same
+observers rule holds (engine listeners, echo or a ``schema_translate_map``: not run). On a
+driver error the connection is invalidated and nothing is returned, so the caller runs the
+statement again its usual way, which reports the error.
 """
 
 from __future__ import annotations
@@ -42,11 +54,11 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
 
-from dbmemory.db.dialect.base import driver_connection, raw_reads
+from dbmemory.db.dialect.base import driver_connection, lone_reads, raw_reads, set_lone_read
 
-__all__ = ["all_rows", "first_row", "row_count", "columns"]
+__all__ = ["all_rows", "first_row", "row_count", "columns", "engine_rows"]
 
 _PLANS = "_dbmemory_raw_plans"
 """Attribute of a dialect instance: ``{statement: _Plan or None}`` (None: never raw)."""
@@ -56,11 +68,13 @@ _MISSING = object()
 
 
 class _Plan:
-    """One statement compiled for one dialect: SQL text, each positional parameter's name with
-    its default (a value of the statement, or ``_MISSING``) and bind processor, and the
-    ``(position, result processor)`` of the columns that have one (``None``: no column)."""
+    """One statement compiled for one dialect: SQL text, each parameter's name with its
+    default (a value of the statement, or ``_MISSING``) and bind processor, and the
+    ``(position, result processor)`` of the columns that have one (``None``: no column).
+    ``named``: the names the SQL text uses for the parameters of a named paramstyle (psycopg's
+    ``%(name)s``), else ``None`` (positional)."""
 
-    __slots__ = ("sql", "binds", "results", "writes")
+    __slots__ = ("sql", "binds", "results", "writes", "named")
 
     def __init__(
         self,
@@ -68,14 +82,17 @@ class _Plan:
         binds: list[tuple[str, Any, Any]],
         results: list[tuple[int, Any]] | None,
         writes: bool,
+        named: list[str] | None = None,
     ) -> None:
         self.sql = sql
         self.binds = binds
         self.results = results
         self.writes = writes
+        self.named = named
 
-    def args(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        """The positional values for ``params`` (``KeyError``: a required one is missing)."""
+    def args(self, params: dict[str, Any]) -> Any:
+        """The values for ``params``: a tuple (positional) or a dict (named); ``KeyError``: a
+        required one is missing."""
         out = []
         for name, default, process in self.binds:
             value = params.get(name, _MISSING)
@@ -85,6 +102,8 @@ class _Plan:
                 out.append(default)
             else:
                 out.append(value if process is None else process(value))
+        if self.named is not None:
+            return dict(zip(self.named, out, strict=True))
         return tuple(out)
 
     def row(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -102,8 +121,12 @@ def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
     if compiled.literal_execute_params or compiled.post_compile_params:
         return None
     names = compiled.positiontup
-    if names is None:
-        return None
+    named = None
+    if names is None:  # a named paramstyle: every bind once, under the name the text uses
+        if dialect.paramstyle not in ("pyformat", "named"):
+            return None
+        names = list(compiled.binds)
+        named = [compiled.escaped_bind_names.get(name, name) for name in names]
     binds: list[tuple[str, Any, Any]] = []
     for name in names:
         bind = compiled.binds[name]
@@ -119,7 +142,7 @@ def _compile(dialect: Dialect, stmt: Any) -> _Plan | None:
     if isinstance(stmt, sa.Select):
         processors = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in stmt.selected_columns]
         results = [(i, p) for i, p in enumerate(processors) if p is not None] or None
-    return _Plan(compiled.string, binds, results, writes=not isinstance(stmt, sa.Select))
+    return _Plan(compiled.string, binds, results, writes=not isinstance(stmt, sa.Select), named=named)
 
 
 def plan_of(dialect: Dialect, stmt: Any) -> _Plan | None:
@@ -241,3 +264,63 @@ def row_count(conn: Connection, stmt: Any, params: dict[str, Any]) -> int:
 def columns(stmt: Any) -> dict[str, int]:
     """``{column name: position}`` of the rows of the ``SELECT`` ``stmt``."""
     return {name: i for i, name in enumerate(stmt.selected_columns.keys())}
+
+
+def engine_rows(engine: Engine, stmt: Any, params: dict[str, Any]) -> list[tuple[Any, ...]] | None:
+    """Every row of the ``SELECT`` ``stmt`` with ``params``, run alone on a pooled DB-API
+    connection of ``engine`` outside any transaction (see the module text: a lone read), as
+    tuples in its column order; ``None`` when it was not run or failed (the caller runs it in
+    a transaction of its own, which reports any error).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: no connection could be had (the database cannot be
+            reached, or the pool had none free within ``pool_timeout``), as
+            ``engine.connect()`` raises it: the usual way would only wait again.
+    """
+    dialect = engine.dialect
+    if not lone_reads(dialect) or engine.echo:
+        return None
+    dispatch = engine.dispatch
+    if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return None
+    if "schema_translate_map" in engine.get_execution_options():
+        return None
+    plan = plan_of(dialect, stmt)
+    if plan is None or plan.writes:
+        return None
+    try:
+        args = plan.args(params)
+    except Exception:  # a parameter missing or refused by its type: the usual way says so
+        return None
+    try:  # no connection: raised, wrapped as engine.connect() wraps it (the usual way would wait again)
+        pooled = engine.raw_connection()
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa.exc.DBAPIError.instance(
+            None, None, exc, dialect.loaded_dbapi.Error,
+            connection_invalidated=dialect.is_disconnect(exc, None, None), dialect=dialect,
+        ) from exc
+    try:
+        driver = pooled.driver_connection
+        if driver is None:
+            raise sa.exc.ResourceClosedError("the pooled connection has no driver connection")
+        set_lone_read(dialect, driver, True)
+        try:
+            cursor = driver.cursor()
+            try:
+                cursor.execute(plan.sql, args)
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
+        finally:
+            set_lone_read(dialect, driver, False)
+    except Exception:  # the connection may be unusable: never hand it out again
+        try:
+            pooled.invalidate()
+        except Exception:
+            pass
+        pooled.close()
+        return None
+    pooled.close()
+    if plan.results is None:
+        return rows  # type: ignore[no-any-return]
+    return [plan.row(row) for row in rows]

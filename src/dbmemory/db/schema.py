@@ -1,4 +1,4 @@
-"""The one schema source: SQLAlchemy Core tables (DESIGN.md section 5).
+"""The one schema source: SQLAlchemy Core tables (docs/databases.md for what each backend stores).
 
 Rules kept here: every table is prefixed ``dbm_``; no table, column or constraint name is an
 Oracle reserved word or longer than 30 characters; the file body is a CLOB that is never
@@ -191,6 +191,8 @@ audit_events = sa.Table(
     sa.Column("org_id", sa.String(200), nullable=True, comment="organisation (revision 0003)"),
     sa.Column("user_key", sa.String(200), nullable=True, comment="subject user, encoded (0003)"),
     sa.Column("item_id", big_id, nullable=True, comment="memory item; no foreign key (0003)"),
+    sa.Column("session_user_name", sa.String(400), nullable=True,
+              comment="the database login of the session that wrote the row"),
     sa.Index("ix_dbm_audit_events_store", "store_id", "created_at"),
     sa.Index("ix_dbm_audit_events_time", "created_at"),
     sa.Index("ix_dbm_audit_events_user", "user_key", "created_at"),
@@ -243,7 +245,8 @@ EXPIRY_LOCK = "expiry"
 """``dbm_job_locks.lock_name`` of the expiry job."""
 
 AUDIT_REPORT_VIEW = "dbm_audit_report_v"
-"""Report view over ``dbm_audit_events`` (revision 0003): every column but the store id."""
+"""Report view over ``dbm_audit_events`` (revision 0003): every column but the store id and
+the session's login (``session_user_name``, added after the view)."""
 
 items = sa.Table(
     "dbm_items",

@@ -14,3 +14,8 @@ Nothing is imported here: import the submodule you use (each names its extra whe
 from __future__ import annotations
 
 __all__: list[str] = []
+
+
+def __dir__() -> list[str]:
+    # the integration modules to import, never helper names
+    return ["anthropic_tool", "langgraph", "mcp_server"]

@@ -58,6 +58,19 @@ action=None, since=None, until=None, limit=1000) -> list[AuditEvent]`` newest fi
 Retention (:mod:`dbmemory.items.retention`): ``expire_items``, ``run_item_retention`` (expiry by
 class, then the grace-period purge), run by ``dbmemory expire`` and the SQL jobs.
 
+Extraction and selection, for callers that run their own turn loop (the parts ``run_turn``
+uses; mem0's ``add`` and ``search``):
+
+* ``extract_items(engine, *, org_id, user_id, chat_id, user_message, assistant_message,
+  complete, model, now=None, ...) -> ExtractionResult`` (:mod:`dbmemory.items.extract`): one
+  exchange's facts as auto items (model call outside any transaction; each write in a short
+  transaction of its own, so it takes the **Engine**).
+* ``select_items(items, question, *, threshold=20, top_k=10, embedding_model=None, ...) ->
+  Selection`` (:mod:`dbmemory.items.select`): the items to inject for a question (all of them
+  under ``threshold``, else the ``top_k`` most relevant by BM25 or embeddings).
+* ``rank_items(items, question, *, limit=None, embedding_model=None) -> [(item, score)]``: every
+  item with its score, best first, at any count (a search with scores).
+
 Administration (:mod:`dbmemory.items.admin`): ``export_user(conn, user_id, *, org_id) -> dict``
 (JSON-able DSAR export) and ``forget_user(conn, user_id, *, org_id, actor) -> dict``.
 """
@@ -66,6 +79,7 @@ from __future__ import annotations
 
 from dbmemory.items.admin import export_user, forget_user
 from dbmemory.items.audit import ACTIONS, audit_events
+from dbmemory.items.extract import extract_items
 from dbmemory.items.model import (
     DEFAULT_ORG,
     EDITABLE_CLASSES,
@@ -87,6 +101,7 @@ from dbmemory.items.org import (
     set_org_memory,
 )
 from dbmemory.items.retention import expire_items, run_item_retention, run_item_retention_committing
+from dbmemory.items.select import Selection, rank_items, select_items
 from dbmemory.items.settings import (
     DEFAULTS,
     NotAdminError,
@@ -127,6 +142,7 @@ __all__ = [
     "NotAdminError",
     "OrgMemory",
     "OrgSettings",
+    "Selection",
     "add_item",
     "audit_events",
     "clear_items",
@@ -136,6 +152,7 @@ __all__ = [
     "enforce_auto_item_limit",
     "expire_items",
     "export_user",
+    "extract_items",
     "forget_user",
     "get_item",
     "get_memory_switch",
@@ -146,12 +163,19 @@ __all__ = [
     "normalise_text",
     "org_memory_store_key",
     "purge_items",
+    "rank_items",
     "read_org_memory",
     "restore_item",
     "run_item_retention",
     "run_item_retention_committing",
+    "select_items",
     "set_memory_switch",
     "set_org_memory",
     "set_org_setting",
     "text_hash",
 ]
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)

@@ -152,6 +152,7 @@ def to_event(row: Any) -> AuditEvent:
         chars_before=m["chars_before"],
         chars_after=m["chars_after"],
         detail=m["detail_text"],
+        session_user=m["session_user_name"],
     )
 
 

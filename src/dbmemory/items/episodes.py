@@ -37,18 +37,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from dbmemory.core import checks as _v
 from dbmemory.core.arguments import check_arguments
 from dbmemory.core.clock import utcnow
 from dbmemory.core.keys import validate_component
+from dbmemory.db.dialect.base import is_mysql, is_sqlite
 from dbmemory.db.dialect.errors import translate_db_error
 from dbmemory.db.schema import EPISODE_SEARCH_TABLE
 from dbmemory.db.schema import episodes as _ep
 from dbmemory.db.schema import memory_switches as _sw
 from dbmemory.db.schema import user_settings as _us
-from dbmemory.errors import InvalidArgumentError
+from dbmemory.errors import InvalidArgumentError, StorageError
 from dbmemory.items import audit
 from dbmemory.items.model import DEFAULT_ORG, check_org, user_key_of
 from dbmemory.items.settings import get_memory_switch, get_org_settings
@@ -66,6 +67,8 @@ __all__ = [
     "count_episodes",
     "delete_episodes",
     "optimize_search_index",
+    "purge_search_index_committing",
+    "SEARCH_PURGE_STATEMENT",
     "expire_episodes",
     "episode_memory_allowed",
     "live_episode_rule",
@@ -297,11 +300,60 @@ def optimize_search_index(conn: Connection) -> None:
     index, so its cost grows with the index). PostgreSQL's ``tsvector`` is a column of the
     deleted row; nothing to do there and on Oracle (``SYNC (ON COMMIT)``). MySQL/MariaDB's
     InnoDB ``FULLTEXT`` index keeps the words of deleted rows in its auxiliary tables until
-    ``OPTIMIZE TABLE dbm_episodes`` runs with ``innodb_optimize_fulltext_only=ON``, a statement
-    that commits, so it is the operator's (docs/search.md).
+    ``OPTIMIZE TABLE dbm_episodes`` runs, a statement that commits, so it is not run here:
+    :func:`purge_search_index_committing` runs it (``dbmemory users forget`` does after its
+    commit; ``dbmemory db optimize-search`` at any time).
     """
-    if conn.dialect.name == "sqlite":
+    if is_sqlite(conn):
         conn.execute(sa.text(f"INSERT INTO {EPISODE_SEARCH_TABLE}({EPISODE_SEARCH_TABLE}) VALUES ('optimize')"))
+
+
+SEARCH_PURGE_STATEMENT = "OPTIMIZE TABLE dbm_episodes"
+"""What :func:`purge_search_index_committing` runs on MySQL/MariaDB (for messages and docs)."""
+
+
+def purge_search_index_committing(engine: Engine) -> str | None:
+    """Remove the words of deleted episodes from the full-text index now, **committing** (its
+    own connection and transaction): for operators, after a forget or an opt-out.
+
+    MySQL/MariaDB: InnoDB keeps a deleted row's words in the ``FULLTEXT`` index (its
+    ``INNODB_FT_DELETED`` list filters them from searches) until the table is optimised;
+    ``OPTIMIZE TABLE dbm_episodes`` rebuilds the table and its index (InnoDB: "recreate +
+    analyze"), so the words are gone from the index's files. It needs only the table's
+    ``SELECT`` and ``INSERT`` privileges; writes of new episodes wait while it runs (its time
+    grows with the table). SQLite: the FTS5 ``optimize`` command (which the deletes already run
+    in their transaction). PostgreSQL and Oracle keep no words of deleted rows: nothing runs.
+
+    Returns:
+        The statement that ran (:data:`SEARCH_PURGE_STATEMENT` on MySQL/MariaDB,
+        ``"FTS5 optimize"`` on SQLite), or None when the backend needs none.
+
+    Raises:
+        InvalidArgumentError: ``engine`` is not an Engine.
+        StorageError: the database refused or failed the statement (the message says what to
+            run by hand).
+    """
+    check_arguments(engine=engine)
+    if not (is_mysql(engine) or is_sqlite(engine)):
+        return None
+    action = "optimising the episodes' full-text index"
+    try:
+        if is_sqlite(engine):
+            with engine.begin() as conn:
+                optimize_search_index(conn)
+            return "FTS5 optimize"
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(SEARCH_PURGE_STATEMENT).all()
+            conn.commit()
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, action, target=engine) from exc
+    failed = [str(row[3]) for row in rows if str(row[2]).lower() == "error"]
+    if failed:  # OPTIMIZE reports its failures as result rows, not as errors
+        raise StorageError(
+            f"{action} failed ({'; '.join(failed)}): the deleted episodes' words stay in the "
+            f"index until '{SEARCH_PURGE_STATEMENT}' succeeds: run it again later"
+        )
+    return SEARCH_PURGE_STATEMENT
 
 
 def delete_episodes(

@@ -145,6 +145,11 @@ class AuditEvent:
         store_key, file_path: store and file of a file event, or None.
         chars_before, chars_after: sizes in characters, or None.
         detail: short content-free detail (a setting's name and values, a class), or None.
+        session_user: the database login of the session that wrote the row, filled by the
+            database (PostgreSQL ``session_user``; MySQL/MariaDB ``USER()``,
+            ``user@client-host``; Oracle ``SESSION_USER``): the account of the application or
+            administrator, not data of the memory user. None on SQLite (no logins) and for
+            events written before the column existed.
     """
 
     event_id: int
@@ -159,6 +164,7 @@ class AuditEvent:
     chars_before: int | None
     chars_after: int | None
     detail: str | None
+    session_user: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""

@@ -44,6 +44,7 @@ __all__ = [
     "ItemPool",
     "item_pool",
     "select_items",
+    "rank_items",
     "bm25_scores",
     "bm25_scores_once",
     "by_recency",
@@ -462,3 +463,49 @@ def select_items(
             return Selection(_ranked(pool, scores, top_k), "ranked", total, "embedding")
         return Selection(_bm25_ranked(pool, query, top_k), "ranked", total, "bm25", True)
     return Selection(_bm25_ranked(pool, query, top_k), "ranked", total, "bm25")
+
+
+def rank_items(
+    items: Sequence[Any],
+    question: str,
+    *,
+    limit: int | None = None,
+    embedding_model: str | None = None,
+    embed: EmbedFn | None = None,
+    timeout: float | None = None,
+) -> list[tuple[Any, float]]:
+    """Every item of ``items`` with its relevance to ``question``, best first, at any count (a
+    search with scores, as mem0's ``search`` answers; :func:`select_items` decides what a turn
+    injects and ranks only from its threshold on).
+
+    Args:
+        items: the user's live items (e.g. :func:`dbmemory.items.list_items`).
+        question: the query.
+        limit: keep the ``limit`` best (>= 1); None keeps all.
+        embedding_model: a litellm embedding model name: scores are cosine similarities; None
+            ranks by BM25 (scores >= 0, all 0 when the query shares no term with any item).
+        embed: the embedding call (default :func:`dbmemory.llm.embed`); tests pass a fake.
+        timeout: seconds for the embedding call, or None for litellm's default.
+
+    Returns:
+        ``[(item, score), ...]``, descending score, ties by recency (latest use or change
+        first). An embedding call that fails is not hidden: it raises (no BM25 fallback, since
+        the scores would mean something else).
+
+    Raises:
+        InvalidArgumentError: ``limit`` below 1.
+        MissingDependencyError: BM25 ranking is needed and ``bm25s`` is not installed.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidArgumentError(f"limit must be a whole number >= 1 or None, got {limit!r}")
+    pool = ItemPool(list(items))
+    if not len(pool):
+        return []
+    query = question or ""
+    if embedding_model:
+        scores = _embedding_scores(pool.texts, query, embedding_model, embed, timeout)
+    else:
+        raw = pool.bm25(query)
+        scores = [0.0] * len(pool) if raw is None else [float(s) for s in raw]
+    order = sorted(range(len(pool)), key=lambda i: (-scores[i], pool.ranks[i]))
+    return [(pool.items[i], scores[i]) for i in order[: limit or len(order)]]

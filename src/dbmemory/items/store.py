@@ -374,7 +374,14 @@ def restore_item(
         row = _lock_item(conn, org, key, item_id)
         if row.deleted_at is None:
             raise InvalidArgumentError(
-                f"memory item {item_id} is not deleted: there is nothing to restore",
+                f"memory item {item_id} is not deleted: there is nothing to restore"
+                + (
+                    " (it expired by its retention class, and an expired item stays expired: "
+                    "add it again to keep it)"
+                    if row.expires_at is not None
+                    and row.expires_at.replace(tzinfo=row.expires_at.tzinfo or dt.timezone.utc) <= now
+                    else ""
+                ),
                 code="item_not_deleted",
             )
         if row.item_kind == "auto":

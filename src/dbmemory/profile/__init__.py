@@ -125,3 +125,8 @@ __all__ = [
     "ProfileMetrics",
     "default_metrics",
 ]
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)

@@ -4,7 +4,7 @@ layer (:func:`dbmemory.store.files.put_file`, :func:`dbmemory.store.moves.delete
 The profile is the ordinary file :data:`PROFILE_PATH` in the user's store in the package's
 reserved namespace, key ``reserved:profile:<root_folder>:<encoded user id>`` with scope
 ``reserved`` (built by :func:`dbmemory.core.keys.reserved_store_key`). No agent configuration, store
-code or MEMORY tool call can name that key (DESIGN.md section 4): an agent configured with
+code or MEMORY tool call can name that key (:mod:`dbmemory.core.keys`): an agent configured with
 ``store_code="user-memory", context_key="user_id"`` gets ``context:store:user-memory:user_id:<id>``,
 another store. (Before revision 0002 the key was ``context:<root_folder>:user_id:<id>``; the
 migration moved every profile.) There is no second
@@ -17,7 +17,7 @@ so a turn's load costs one round trip. It takes no lock and does not touch the f
 expiry-exempt).
 
 User-id encoding (:func:`encode_user_id`), deterministic and collision-free: store-key components
-allow only ``[A-Za-z0-9_.-]`` (DESIGN.md section 4). ASCII letters, digits, ``.`` and ``-`` are
+allow only ``[A-Za-z0-9_.-]`` (:mod:`dbmemory.core.keys`). ASCII letters, digits, ``.`` and ``-`` are
 kept; every other character, **including** ``_``, becomes ``_XX`` for each byte of its UTF-8
 encoding (upper-case hex). Because ``_`` appears only as an escape introducer, the mapping is
 injective and :func:`decode_user_id` inverts it. Examples: ``u-123`` -> ``u-123``,

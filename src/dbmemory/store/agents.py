@@ -3,8 +3,8 @@
 names no configuration may use (:func:`refuse_reserved_names`).
 
 Module-level functions, each taking a SQLAlchemy ``Connection`` first and never committing
-(APEX/ORDS-style callers run them inside their own transaction). Store keys follow DESIGN.md
-section 4; every key component is validated before any store is opened or created. Which store
+(APEX/ORDS-style callers run them inside their own transaction). Store keys follow
+:mod:`dbmemory.core.keys`; every key component is validated before any store is opened or created. Which store
 a run uses is :mod:`dbmemory.store.resolve`; dropping stores is :mod:`dbmemory.store.drop`.
 """
 

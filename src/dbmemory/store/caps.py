@@ -1,6 +1,6 @@
 """Caps belong to the store: the rule, and the helpers that apply it.
 
-The rule (DESIGN.md section 6):
+The rule (docs/transactions.md, caps):
 
 * A store's caps are the values on its row (``dbm_stores.max_file_chars``, ``max_files``,
   ``max_store_chars``; ``NULL`` = no cap on the store's characters). Every write path (any

@@ -104,7 +104,7 @@ class savepoint:
 
     def _raise_serialization(self, exc: ConflictError) -> None:
         cause = exc.__cause__
-        if exc.code == "conflict" and cause is not None and serialization_failure(cause):
+        if exc.code in ("conflict", SERIALIZATION_FAILURE) and cause is not None and serialization_failure(cause):
             action = self._action
             raise _serialization_error(action[:1].upper() + action[1:]) from cause
 

@@ -5,7 +5,7 @@ was written, else :class:`~dbmemory.errors.NotFoundError`), and the shared store
 calls (:func:`use_store`, a context manager on a context variable; :func:`shared_store`;
 :func:`current_store_code`).
 
-Store keys follow DESIGN.md section 4; every key component is validated before any store is
+Store keys follow :mod:`dbmemory.core.keys`; every key component is validated before any store is
 opened or created. Nothing here writes."""
 
 from __future__ import annotations

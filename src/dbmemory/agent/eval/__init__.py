@@ -21,3 +21,8 @@ from dbmemory.agent.eval.run import (
 )
 
 __all__ = ["DEFAULT_BUDGET", "METHODS", "EvalOptions", "EvalResult", "evaluate_locomo"]
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)

@@ -2,8 +2,8 @@
 PostgreSQL, MariaDB/MySQL and Oracle, one module per concern.
 
 Nothing else in dbmemory tests ``dialect.name``; it asks these modules, which answer with a
-SQLAlchemy construct, a type or a plain fact (the facts behind each choice are in the project's
-DATABASES.md):
+SQLAlchemy construct, a type or a plain fact (the facts behind each choice are in
+docs/databases.md):
 
 * :mod:`~dbmemory.db.dialect.base`: which backend a bind talks to, the engine defaults
   (READ COMMITTED on MySQL/MariaDB), the default lock wait, the ``sql/`` script family;

@@ -4,11 +4,12 @@ else: the backend's name (:func:`backend`, :func:`is_sqlite`, :func:`is_mysql`,
 milliseconds; :func:`lock_wait_seconds` for backends that count whole seconds), the engine
 defaults per backend (:func:`engine_defaults`: READ COMMITTED on MySQL/MariaDB), the ``sql/``
 folder of a backend's generated scripts (:func:`script_family`), whether the hot reads may run
-on the DB-API cursor (:func:`raw_reads`) and whether writers lock by a no-op ``UPDATE``
+on the DB-API cursor (:func:`raw_reads`), whether one read may run on a pooled DB-API connection
+outside any transaction (:func:`lone_reads`, :func:`set_lone_read`) and whether writers lock by a no-op ``UPDATE``
 (:func:`locks_by_update`: PostgreSQL).
 
 Part of :mod:`dbmemory.db.dialect`, the one package that branches on the dialect name; the
-facts behind each choice are in the project's DATABASES.md."""
+facts behind each choice are in docs/databases.md."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ __all__ = [
     "is_mysql",
     "script_family",
     "raw_reads",
+    "lone_reads",
+    "set_lone_read",
     "locks_by_update",
     "driver_connection",
 ]
@@ -113,6 +116,25 @@ def raw_reads(bind: Connection | Engine | Dialect) -> bool:
     (:mod:`dbmemory.db.raw`): SQLite only, where SQLAlchemy's per-statement cost is several
     times the statement's own; the servers' round trip dwarfs it."""
     return backend(bind) == "sqlite"
+
+
+def lone_reads(bind: Connection | Engine | Dialect) -> bool:
+    """Whether one read statement may run on a pooled DB-API connection of an Engine outside any
+    transaction (:func:`dbmemory.db.raw.engine_rows`): one statement is its own snapshot, so it
+    needs no ``BEGIN``/``COMMIT`` round trips. SQLite (pysqlite's transaction handling is off:
+    a ``SELECT`` opens none) and PostgreSQL with psycopg 3 (autocommit for the statement,
+    :func:`set_lone_read`: no ``BEGIN``, nothing to roll back at check-in). Not MySQL/MariaDB
+    (PyMySQL's autocommit switch is a round trip itself) nor Oracle (not run here)."""
+    dialect = bind if isinstance(bind, Dialect) else bind.dialect
+    return dialect.name == "sqlite" or (dialect.name == "postgresql" and dialect.driver == "psycopg")
+
+
+def set_lone_read(dialect: Dialect, driver: Any, on: bool) -> None:
+    """Before (``on``) and after a lone read (:func:`lone_reads`) on the driver's connection
+    ``driver``: psycopg's client-side autocommit switch (no round trip; it raises on a
+    connection inside a transaction); nothing on SQLite."""
+    if dialect.name == "postgresql":
+        driver.autocommit = on
 
 
 def locks_by_update(bind: Connection | Engine | Dialect) -> bool:

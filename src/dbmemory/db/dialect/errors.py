@@ -260,8 +260,32 @@ def database_target(bind: Connection | Engine | sa.URL | None) -> str | None:
             return "an in-memory SQLite database"
         return f"the SQLite file {name}"
     port = url.port or _DEFAULT_PORTS.get(backend)
-    where = f"{url.host or 'localhost'}" + (f":{port}" if port else "")
+    where = ",".join(_query_hosts(url, port)) or f"{url.host or 'localhost'}" + (f":{port}" if port else "")
     return where + (f"/{url.database}" if url.database else "")
+
+
+def _query_hosts(url: sa.URL, default_port: int | None) -> list[str]:
+    """The hosts a PostgreSQL URL names in its query (``?host=h1:5432&host=h2:5433``, libpq's
+    ``?host=h1,h2&port=5432,5433``, a socket folder ``?host=/run/postgresql``), each as
+    ``host:port``; empty when the query names none."""
+    def values(key: str) -> list[str]:
+        raw = url.query.get(key)
+        items = raw if isinstance(raw, tuple) else (raw,) if raw else ()
+        return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+
+    hosts, ports = values("host") or values("hostaddr"), values("port")
+    named = []
+    for number, host in enumerate(hosts):
+        if host.startswith("/"):
+            named.append(f"{host} (socket)")
+            continue
+        name, colon, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
+        if not colon:
+            name = host
+            port = ports[number] if number < len(ports) else ports[0] if len(ports) == 1 else ""
+        port = port or (str(url.port or default_port) if (url.port or default_port) else "")
+        named.append(f"{name}:{port}" if port else name)
+    return named
 
 
 _STATEMENT_LIMITS = {
@@ -321,7 +345,9 @@ def translate_db_error(
 
     Returns:
         An existing :class:`DbMemoryError` unchanged; a :class:`ConflictError` for lock
-        timeouts, deadlocks and serialisation failures (code ``conflict``: retry) and for a
+        timeouts and deadlocks (code ``conflict``: retry), for a serialisation failure
+        (PostgreSQL SQLSTATE 40001, Oracle ORA-08177 at REPEATABLE READ/SERIALIZABLE: code
+        ``serialization_failure``, roll back and retry the whole transaction) and for a
         busy SQLite database (code ``busy``); a :class:`ConflictError` with code
         ``transaction_rolled_back`` when the connection was lost (the server rolled back the
         transaction on it); a :class:`StorageError` naming the cause and remedy of a failure
@@ -368,6 +394,15 @@ def translate_db_error(
             "a write to the same store committed first on another node) and the database "
             "rolled back the whole transaction; nothing of it was saved: retry the operation"
         )
+    if serialization_failure(exc):  # PostgreSQL 40001, Oracle ORA-08177: a snapshot, not a lock
+        return ConflictError(
+            f"{action} was refused: another writer committed a change to the same rows after "
+            "this transaction took its snapshot (REPEATABLE READ or SERIALIZABLE isolation), "
+            "so it could not be checked against what is committed. Nothing was written. Roll "
+            "back and retry the whole transaction: retrying inside the same transaction fails "
+            "again",
+            code="serialization_failure",
+        )
     if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
         return ConflictError(
             f"{action} waited for another writer's lock and gave up; nothing was changed: "
@@ -400,6 +435,8 @@ def translate_db_error(
     at = f" (database: {where})" if where else ""
     connect = _connect_failure(text, codes)
     if connect is not None:
+        if where and "," in where.partition("/")[0]:  # several hosts: none of them answered
+            connect = connect.replace("at the host and port in the URL", "at any host and port in the URL")
         return StorageError(connect + at, code="connect_failed")
     if getattr(exc, "connection_invalidated", False):
         return ConflictError(

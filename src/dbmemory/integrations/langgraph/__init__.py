@@ -18,3 +18,8 @@ from dbmemory.integrations.langgraph.store import (
 )
 
 __all__ = ["DbMemoryStore", "LangGraphNamespaceError", "STORE_CODE_PREFIX"]
+
+
+def __dir__() -> list[str]:
+    # the public API only, never the helper names this module imports
+    return sorted(__all__)

@@ -25,6 +25,7 @@ file ``/memories/notes.md`` is not a LangGraph namespace or item and is skipped)
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -117,13 +118,19 @@ def check_labels(labels: object, what: str, error: type[NamespaceError] = Namesp
     return tuple(labels)
 
 
+@functools.lru_cache(maxsize=4096)
+def _store_code(namespace: tuple[str, ...]) -> str:
+    """``lg.`` and the encoded labels (encoded once per namespace: the last 4,096 are kept)."""
+    return STORE_CODE_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in namespace)
+
+
 def store_code_of(namespace: tuple[str, ...], error: type[NamespaceError] = NamespaceError) -> str:
     """The store code of a (checked, non-empty) namespace: ``lg.<label>.<label>...``.
 
     Raises:
         NamespaceError: the code would be longer than 200 characters.
     """
-    code = STORE_CODE_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in namespace)
+    code = _store_code(namespace)
     if len(code) > MAX_COMPONENT_CHARS:
         raise error(
             f"namespace {namespace!r} takes {len(code)} characters as a store code "
@@ -146,8 +153,10 @@ def key_prefix_of(labels: Sequence[str]) -> str:
     return STORE_KEY_PREFIX + ".".join(_encode(label, _LABEL_SAFE) for label in labels)
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_of_key(store_key: str) -> tuple[str, ...] | None:
-    """The namespace a store key names, or ``None`` when it is not exactly the key of one."""
+    """The namespace a store key names, or ``None`` when it is not exactly the key of one
+    (decoded once per store key: the answers of the last 4,096 keys are kept)."""
     if not store_key.startswith(STORE_KEY_PREFIX):
         return None
     labels = []
@@ -181,8 +190,10 @@ def path_of(key: object) -> str:
     return f"{ROOT}/{encoded}{ITEM_SUFFIX}"
 
 
+@functools.lru_cache(maxsize=4096)
 def key_of_path(path: str) -> str | None:
-    """The item key a file path holds, or ``None`` when the file is not an item."""
+    """The item key a file path holds, or ``None`` when the file is not an item (decoded once
+    per path: the answers of the last 4,096 paths are kept)."""
     head = ROOT + "/"
     if not path.startswith(head) or not path.endswith(ITEM_SUFFIX):
         return None

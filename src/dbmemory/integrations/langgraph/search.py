@@ -20,12 +20,9 @@ states exactly.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
-
-from sqlalchemy.engine import Connection
 
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
@@ -91,13 +88,8 @@ def needles_of(filter: Mapping[str, Any] | None) -> list[list[str]]:
     return groups
 
 
-@functools.lru_cache(maxsize=4096)
-def _namespace(store_key: str) -> tuple[str, ...] | None:
-    return codec.namespace_of_key(store_key)
-
-
 def _decoded(row: lg_sql.SearchRow, prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
-    namespace = _namespace(row.store_key)
+    namespace = codec.namespace_of_key(row.store_key)
     if namespace is None or namespace[: len(prefix)] != prefix:
         return None
     key = codec.key_of_path(row.file_path)
@@ -110,7 +102,12 @@ def _decoded(row: lg_sql.SearchRow, prefix: tuple[str, ...]) -> tuple[tuple[str,
 
 
 def _matching(
-    conn: Connection, key_prefix: str, prefix: tuple[str, ...], filter: Mapping[str, Any] | None, want: int | None
+    fetch: lg_sql.Fetch,
+    key_prefix: str,
+    prefix: tuple[str, ...],
+    filter: Mapping[str, Any] | None,
+    want: int | None,
+    touch: bool,
 ) -> Iterator[Found]:
     """The items under the prefix passing the filter, in creation order, read in chunks of at
     least :data:`CHUNK` rows (``want``: how many the caller needs at most; ``None``: all, in
@@ -119,7 +116,7 @@ def _matching(
     size = None if want is None else max(CHUNK, 2 * want)
     after: int | None = None
     while True:
-        rows = lg_sql.search_rows(conn, lg_sql.search_statement(key_prefix, needles=needles, after_id=after, limit=size))
+        rows = lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, needles=needles, after_id=after, limit=size, touch=touch))
         for row in rows:
             decoded = _decoded(row, prefix)
             if decoded is not None and codec.matches_filter(decoded[2], filter):
@@ -130,34 +127,37 @@ def _matching(
 
 
 def find_items(
-    conn: Connection,
+    fetch: lg_sql.Fetch,
     key_prefix: str,
     prefix: tuple[str, ...],
     filter: Mapping[str, Any] | None,
     query: str | None,
     limit: int,
     offset: int,
+    touch: bool = True,
 ) -> list[Found]:
     """One search's page (see the module docstring): the items in order, scored with a
-    ``query`` (highest first, ties in creation order), ``[offset:offset + limit]``."""
+    ``query`` (highest first, ties in creation order), ``[offset:offset + limit]``, read with
+    ``fetch`` (:data:`~dbmemory.integrations.langgraph.sql.Fetch`). ``touch=False``: the
+    caller records no read (the rows' last touch and read are not read)."""
     if limit <= 0:
         return []
     if not filter and query is None:  # the page itself in SQL
         page = []
-        for row in lg_sql.search_rows(conn, lg_sql.search_statement(key_prefix, limit=limit, offset=offset)):
+        for row in lg_sql.search_rows(fetch, lg_sql.search_statement(key_prefix, limit=limit, offset=offset, touch=touch)):
             decoded = _decoded(row, prefix)
             if decoded is not None:
                 page.append(Found(decoded[0], decoded[1], row, decoded[2]))
         return page
     if query is None:
         page = []
-        for n, item in enumerate(_matching(conn, key_prefix, prefix, filter, offset + limit)):
+        for n, item in enumerate(_matching(fetch, key_prefix, prefix, filter, offset + limit, touch)):
             if n >= offset:
                 page.append(item)
             if n + 1 >= offset + limit:
                 break
         return page
-    every = list(_matching(conn, key_prefix, prefix, filter, None))
+    every = list(_matching(fetch, key_prefix, prefix, filter, None, touch))
     scores = bm25_scores(query, [codec.text_of_value(f.value) for f in every])
     ranked = sorted(
         (f._replace(score=s) for f, s in zip(every, scores, strict=True)),

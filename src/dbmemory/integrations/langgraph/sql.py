@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -27,6 +27,9 @@ from dbmemory.integrations.langgraph.codec import ITEM_SUFFIX, namespace_of_key
 from dbmemory.store.statements.bulk import id_chunks
 
 __all__ = [
+    "Fetch",
+    "on_connection",
+    "SELECT_ITEM_BY_KEY",
     "select_search_rows",
     "search_statement",
     "SearchRow",
@@ -38,10 +41,31 @@ __all__ = [
     "bodies",
     "namespace_rows",
     "select_namespace_keys",
+    "namespace_statement",
     "namespace_keys",
     "select_store_ids",
     "store_ids",
 ]
+
+Fetch = Callable[[Any, dict[str, Any], str], list[tuple[Any, ...]]]
+"""How a read runs: ``fetch(statement, params, action)`` returns the rows as tuples in the
+statement's column order (:func:`on_connection`, or a lone read on an Engine's pooled
+connection, :func:`dbmemory.db.raw.engine_rows`); a database failure raises a
+:class:`~dbmemory.errors.DbMemoryError` naming ``action``."""
+
+
+def on_connection(conn: Connection) -> Fetch:
+    """The :data:`Fetch` of reads on ``conn`` (in its transaction; on the driver's cursor
+    where :mod:`dbmemory.db.raw` allows it, else ``conn.execute``)."""
+
+    def fetch(stmt: Any, params: dict[str, Any], action: str) -> list[tuple[Any, ...]]:
+        try:
+            return raw.all_rows(conn, stmt, params)
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate_db_error(exc, action) from exc
+
+    return fetch
+
 
 _READ_AT = (
     sa.select(file_reads.c.read_at)
@@ -61,6 +85,24 @@ _META = (
     files.c.last_accessed_at,
     _READ_AT,
 )
+
+
+SELECT_ITEM_BY_KEY = sa.select(files.c.body, files.c.created_at, files.c.updated_at).where(
+    files.c.store_id
+    == sa.select(stores.c.store_id).where(stores.c.store_key == sa.bindparam("p_key", type_=sa.String())).scalar_subquery(),
+    files.c.path_hash == sa.bindparam("p_ph", type_=files.c.path_hash.type),
+)
+"""Body, ``created_at`` and ``updated_at`` of one file by store key (``:p_key``) and path hash
+(``:p_ph``): a get that records no read (no TTL refresh) needs nothing more."""
+
+
+_NO_TOUCH = (
+    *_META[:7],
+    sa.null().label("last_accessed_at"),
+    sa.null().label("read_at"),
+)
+""":data:`_META` for a search that records no read: the last touch and read are ``NULL``
+(neither read nor converted)."""
 
 
 def _under_key(key_prefix: str) -> sa.ColumnElement[bool]:
@@ -102,14 +144,23 @@ def select_namespace_rows(key_prefix: str) -> sa.Select[Any]:
     )
 
 
+def _text(value: str) -> sa.ColumnElement[str]:
+    """A constant string written into the statement's text (no quote in it), not bound: SQLite
+    prepares a statement again whenever a bound ``LIKE`` pattern is bound anew, which costs
+    more than the statement itself."""
+    assert "'" not in value
+    return sa.literal_column(f"'{value}'", sa.String())
+
+
 def _item_shaped() -> sa.ColumnElement[bool]:
-    """Files named like an item: ``/memories/<name>.json``, no deeper folder."""
+    """Files named like an item: ``/memories/<name>.json``, no deeper folder (constants in the
+    statement's text, :func:`_text`)."""
     head = ROOT + "/"
     path = files.c.file_path
     return sa.and_(
-        sa.func.substr(path, 1, len(head)) == head,
-        path.like("%" + ITEM_SUFFIX),
-        sa.not_(path.like(head + "%/%")),
+        sa.func.substr(path, sa.literal_column("1"), sa.literal_column(str(len(head)))) == _text(head),
+        path.like(_text("%" + ITEM_SUFFIX)),
+        sa.not_(path.like(_text(head + "%/%"))),
     )
 
 
@@ -119,16 +170,15 @@ def _like_pattern(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _search_shape(every: bool, groups: tuple[int, ...], after: bool, limit: bool, offset: bool) -> sa.Select[Any]:
+def _search_shape(
+    every: bool, groups: tuple[int, ...], after: bool, limit: bool, offset: bool, touch: bool = True
+) -> sa.Select[Any]:
     """The statement of :func:`select_search_rows` for one shape, with bind parameters: built
     and compiled once (SQLAlchemy's statement cache), whatever the prefix and needles."""
-    key, length = sa.bindparam("p_key", type_=sa.String()), sa.bindparam("p_len", type_=sa.Integer())
-    head = sa.func.substr(stores.c.store_key, 1, length) == key
-    if not every:  # the namespace itself, or a deeper one
-        head = sa.or_(stores.c.store_key == sa.bindparam("p_exact", type_=sa.String()), head)
+    head = _key_head(every)
     body = files.c.body
     stmt = (
-        sa.select(*_META, body)
+        sa.select(*(_META if touch else _NO_TOUCH), body)
         .select_from(stores.join(files, files.c.store_id == stores.c.store_id))
         .where(head, _item_shaped())
     )
@@ -153,15 +203,13 @@ def search_statement(
     after_id: int | None = None,
     limit: int | None = None,
     offset: int = 0,
+    touch: bool = True,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """The statement and parameters of :func:`select_search_rows` (the statement is shared by
-    every call of the same shape)."""
+    every call of the same shape). ``touch=False``: for a search that records no read, whose
+    rows' ``last_accessed_at`` and ``read_at`` are ``None``."""
     every = key_prefix.endswith(".")
-    params: dict[str, Any] = {}
-    if every:
-        params.update(p_key=key_prefix, p_len=len(key_prefix))
-    else:
-        params.update(p_exact=key_prefix, p_key=key_prefix + ".", p_len=len(key_prefix) + 1)
+    params = _key_params(key_prefix)
     for g, group in enumerate(needles):
         for i, text in enumerate(group):
             params[f"p_n{g}_{i}"] = _like_pattern(text)
@@ -171,7 +219,7 @@ def search_statement(
         params["p_limit"] = limit
     if offset:
         params["p_offset"] = offset
-    shape = (every, tuple(len(g) for g in needles), after_id is not None, limit is not None, bool(offset))
+    shape = (every, tuple(len(g) for g in needles), after_id is not None, limit is not None, bool(offset), touch)
     return _search_shape(*shape), params
 
 
@@ -201,8 +249,36 @@ def select_search_rows(
 def select_namespace_keys(key_prefix: str) -> sa.Select[Any]:
     """The distinct store keys under ``key_prefix`` whose store holds an item-shaped file
     (``/memories/<name>.json``, no deeper folder): one row per store, not per item."""
+    stmt, params = namespace_statement(key_prefix)
+    return stmt.params(params)
+
+
+def _key_head(every: bool) -> sa.ColumnElement[bool]:
+    """:func:`_under_key` with bind parameters ``p_key``/``p_len`` (and ``p_exact`` unless
+    ``every``): :func:`_key_params` gives their values."""
+    key, length = sa.bindparam("p_key", type_=sa.String()), sa.bindparam("p_len", type_=sa.Integer())
+    head = sa.func.substr(stores.c.store_key, sa.literal_column("1"), length) == key
+    if not every:  # the namespace itself, or a deeper one
+        head = sa.or_(stores.c.store_key == sa.bindparam("p_exact", type_=sa.String()), head)
+    return head
+
+
+def _key_params(key_prefix: str) -> dict[str, Any]:
+    if key_prefix.endswith("."):
+        return {"p_key": key_prefix, "p_len": len(key_prefix)}
+    return {"p_exact": key_prefix, "p_key": key_prefix + ".", "p_len": len(key_prefix) + 1}
+
+
+@functools.lru_cache(maxsize=2)
+def _namespace_shape(every: bool) -> sa.Select[Any]:
     has_item = sa.exists().where(files.c.store_id == stores.c.store_id, _item_shaped())
-    return sa.select(stores.c.store_key).where(_under_key(key_prefix), has_item)
+    return sa.select(stores.c.store_key).where(_key_head(every), has_item)
+
+
+def namespace_statement(key_prefix: str) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """The statement and parameters of :func:`select_namespace_keys` (the statement is built
+    once, whatever the prefix: the store key index answers the prefix, one row per store)."""
+    return _namespace_shape(key_prefix.endswith(".")), _key_params(key_prefix)
 
 
 def _run(conn: Connection, stmt: sa.Executable, action: str) -> list[Row[Any]]:
@@ -232,14 +308,10 @@ class SearchRow(NamedTuple):
     body: str | None
 
 
-def search_rows(conn: Connection, statement: tuple[sa.Select[Any], dict[str, Any]]) -> list[SearchRow]:
-    """Run a :func:`search_statement` (on the driver's cursor where :mod:`dbmemory.db.raw`
-    allows it, else ``conn.execute``)."""
+def search_rows(fetch: Fetch, statement: tuple[sa.Select[Any], dict[str, Any]]) -> list[SearchRow]:
+    """Run a :func:`search_statement` with ``fetch`` (:data:`Fetch`)."""
     stmt, params = statement
-    try:
-        return [SearchRow(*row) for row in raw.all_rows(conn, stmt, params)]
-    except sa.exc.SQLAlchemyError as exc:
-        raise translate_db_error(exc, "searching LangGraph items") from exc
+    return [SearchRow(*row) for row in fetch(stmt, params, "searching LangGraph items")]
 
 
 def bodies(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:
@@ -256,10 +328,11 @@ def namespace_rows(conn: Connection, key_prefix: str) -> list[Row[Any]]:
     return _run(conn, select_namespace_rows(key_prefix), "listing LangGraph namespaces")
 
 
-def namespace_keys(conn: Connection, key_prefix: str) -> list[str]:
-    """Run :func:`select_namespace_keys`: the store keys (each once)."""
-    rows = _run(conn, select_namespace_keys(key_prefix), "listing LangGraph namespaces")
-    return [r.store_key for r in rows]
+def namespace_keys(fetch: Fetch, key_prefix: str) -> list[str]:
+    """Run :func:`namespace_statement` with ``fetch`` (:data:`Fetch`): the store keys (each
+    once)."""
+    stmt, params = namespace_statement(key_prefix)
+    return [row[0] for row in fetch(stmt, params, "listing LangGraph namespaces")]
 
 
 def select_store_ids(key_prefix: str) -> sa.Select[Any]:

@@ -25,7 +25,11 @@ from the file row; an unchanged value written again keeps both). Values are JSON
 tuples come back as lists, and a ``datetime``, a set or ``nan`` is refused.
 
 **Transactions.** Given an Engine (or a URL, or nothing: ``DBMEMORY_URL``), each
-:meth:`~DbMemoryStore.batch` runs in one transaction of its own and commits it. Given a
+:meth:`~DbMemoryStore.batch` runs in one transaction of its own and commits it, except a batch
+of one read that records no read (``get``, ``list_namespaces``, a ``search`` without filter
+or with a query; no TTL refresh): on SQLite and PostgreSQL (psycopg) that is one statement,
+its own snapshot, run on a pooled connection outside any transaction
+(:func:`dbmemory.db.raw.engine_rows`; elsewhere, or when it cannot run so, a transaction). Given a
 Connection, batches join the caller's transaction and nothing is committed: the caller's
 rollback removes the puts. A batch's puts are all or nothing (one savepoint): a put refused by
 a cap leaves none of the batch. :meth:`~DbMemoryStore.abatch` runs the same work in a worker
@@ -75,7 +79,7 @@ import concurrent.futures
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -95,15 +99,11 @@ from dbmemory.errors import (
 try:
     from langgraph.store.base import (
         BaseStore,
-        GetOp,
         InvalidNamespaceError,
         Item,
-        ListNamespacesOp,
         Op,
-        PutOp,
         Result,
         SearchItem,
-        SearchOp,
         TTLConfig,
     )
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -111,13 +111,17 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "the LangGraph store needs the langgraph package: " + extra_hint("langgraph")
     ) from exc
 
-from dbmemory.core.keys import MAX_COMPONENT_CHARS
 from dbmemory.core.model import Caps, StoreRef
 from dbmemory.core.paths import path_hash
 from dbmemory.db.engine import connect, create_engine
 from dbmemory.db.migrate import upgrade
 from dbmemory.integrations.langgraph import codec
 from dbmemory.integrations.langgraph import sql as lg_sql
+from dbmemory.integrations.langgraph.plan import Get as _Get
+from dbmemory.integrations.langgraph.plan import ListNamespaces as _List
+from dbmemory.integrations.langgraph.plan import Put as _Put
+from dbmemory.integrations.langgraph.plan import Search as _Search
+from dbmemory.integrations.langgraph.plan import plan_ops
 from dbmemory.integrations.langgraph.search import find_items
 from dbmemory.integrations.langgraph.ttl import (
     MINUTES_PER_DAY,
@@ -145,45 +149,6 @@ class LangGraphNamespaceError(codec.NamespaceError, InvalidNamespaceError):
     ``InvalidNamespaceError``."""
 
 
-class _Get(NamedTuple):
-    slot: int
-    namespace: tuple[str, ...]
-    key: str
-    store_key: str | None  # None: the namespace cannot exist
-    path: str | None
-    refresh: bool
-
-
-class _Search(NamedTuple):
-    slot: int
-    prefix: tuple[str, ...]
-    key_prefix: str | None
-    filter: Mapping[str, Any] | None
-    limit: int
-    offset: int
-    query: str | None
-    refresh: bool
-
-
-class _List(NamedTuple):
-    slot: int
-    conditions: tuple[tuple[str, tuple[str, ...]], ...]
-    key_prefix: str
-    max_depth: int | None
-    limit: int
-    offset: int
-
-
-class _Put(NamedTuple):
-    namespace: tuple[str, ...]
-    key: str
-    store_key: str
-    store_code: str
-    path: str
-    text: str | None  # None: delete
-    exempt: bool
-
-
 class _FileRead(NamedTuple):
     """The columns of a get's row (:data:`~dbmemory.store.statements.reads.SELECT_FILE_READ_BY_KEY`)."""
 
@@ -200,12 +165,9 @@ class _FileRead(NamedTuple):
 _READ_POSITIONS = tuple(raw.columns(st.SELECT_FILE_READ_BY_KEY)[name] for name in _FileRead._fields)
 
 
-def _int(value: object, what: str, *, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{what} must be a whole number, got {value!r}")
-    return value
+class _NotAlone(Exception):
+    """A lone read could not run (:meth:`DbMemoryStore._read_alone`): the batch runs in a
+    transaction instead."""
 
 
 class DbMemoryStore(BaseStore):
@@ -304,79 +266,6 @@ class DbMemoryStore(BaseStore):
 
     # -- planning (pure: every op checked before any SQL) ---------------------------------------
 
-    def _plan(self, ops: list[Op]) -> tuple[list[Any], dict[tuple[tuple[str, ...], str], _Put]]:
-        err = LangGraphNamespaceError
-        reads: list[Any] = []
-        puts: dict[tuple[tuple[str, ...], str], _Put] = {}
-        for index, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                namespace = codec.check_labels(op.namespace, "namespace", err)
-                path = codec.path_of(op.key)
-                try:
-                    store_key: str | None = codec.store_key_of(namespace, err) if namespace else None
-                except codec.NamespaceError:
-                    store_key = None  # too long to exist
-                reads.append(_Get(index, namespace, op.key, store_key, path, bool(op.refresh_ttl)))
-            elif isinstance(op, SearchOp):
-                prefix = codec.check_labels(op.namespace_prefix, "namespace prefix", err)
-                codec.check_filter(op.filter)
-                if op.query is not None and not isinstance(op.query, str):
-                    raise InvalidArgumentError(f"query must be text or None, got {type(op.query).__name__}")
-                key_prefix = codec.key_prefix_of(prefix) if prefix else codec.STORE_KEY_PREFIX
-                # A prefix longer than any store key names no store.
-                fits = len(key_prefix) <= len("shared:") + MAX_COMPONENT_CHARS
-                reads.append(
-                    _Search(
-                        index,
-                        prefix,
-                        key_prefix if fits else None,
-                        op.filter,
-                        _int(op.limit, "limit") or 0,
-                        _int(op.offset, "offset") or 0,
-                        op.query,
-                        bool(op.refresh_ttl),
-                    )
-                )
-            elif isinstance(op, ListNamespacesOp):
-                conditions: list[tuple[str, tuple[str, ...]]] = []
-                for condition in op.match_conditions or ():
-                    kind = condition.match_type
-                    if kind not in ("prefix", "suffix"):
-                        raise InvalidArgumentError(f"match_type {kind!r} is not 'prefix' or 'suffix'")
-                    conditions.append((kind, codec.check_labels(condition.path, f"{kind} condition", err)))
-                literal: list[str] = []  # the first prefix condition's labels before a "*"
-                for label in next((labels for kind, labels in conditions if kind == "prefix"), ()):
-                    if label == "*":
-                        break
-                    literal.append(label)
-                key_prefix = codec.key_prefix_of(literal) if literal else codec.STORE_KEY_PREFIX
-                reads.append(
-                    _List(
-                        index,
-                        tuple(conditions),
-                        key_prefix,
-                        _int(op.max_depth, "max_depth", optional=True),
-                        _int(op.limit, "limit") or 0,
-                        _int(op.offset, "offset") or 0,
-                    )
-                )
-            elif isinstance(op, PutOp):
-                namespace = codec.check_labels(op.namespace, "namespace", err)
-                if not namespace:
-                    raise err("namespace is empty: pass at least one label, e.g. ('users', 'u-42')")
-                if namespace[0] == "langgraph":
-                    raise err(f"namespace {namespace!r}: the root label 'langgraph' is reserved by LangGraph")
-                code = codec.store_code_of(namespace, err)
-                path = codec.path_of(op.key)
-                text = None if op.value is None else codec.encode_value(op.value)
-                expiring = False if op.value is None else self._check_ttl(op.ttl)
-                puts[(namespace, op.key)] = _Put(
-                    namespace, op.key, "shared:" + code, code, path, text, not expiring
-                )
-            else:
-                raise InvalidArgumentError(f"unknown LangGraph operation {type(op).__name__}")
-        return reads, puts
-
     # -- running -----------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -395,7 +284,11 @@ class DbMemoryStore(BaseStore):
             ConflictError / StorageError: the database refused or failed (retry / see cause).
         """
         ops = list(ops)
-        reads, puts = self._plan(ops)
+        reads, puts = plan_ops(ops, self._check_ttl, LangGraphNamespaceError)
+        if not puts and len(reads) == 1 and isinstance(self._bind, Engine) and self._alone(reads[0]):
+            results = self._read_alone(len(ops), reads[0])
+            if results is not None:
+                return results
         if isinstance(self._bind, Connection):
             with self._lock:
                 return self._run(self._bind, len(ops), reads, puts)
@@ -412,15 +305,52 @@ class DbMemoryStore(BaseStore):
         ops = list(ops)
         return await asyncio.to_thread(self.batch, ops)
 
+    def _alone(self, read: Any) -> bool:
+        """Whether a batch of this one read runs as one statement that records no read
+        (:meth:`_read_alone`): a get or search without a TTL refresh, a search whose rows come
+        in one statement (no filter, or a query), a listing."""
+        if isinstance(read, _List):
+            return True
+        if self._refreshes(read.refresh, False):
+            return False
+        return isinstance(read, _Get) or not read.filter or read.query is not None
+
+    def _read_alone(self, count: int, read: Any) -> list[Result] | None:
+        """A one-read batch as one statement outside any transaction, on a pooled DB-API
+        connection (:func:`dbmemory.db.raw.engine_rows`: one statement is its own snapshot);
+        ``None`` when that cannot run here (the caller runs the batch in a transaction)."""
+        engine = self._bind
+        assert isinstance(engine, Engine)
+
+        def fetch(stmt: Any, params: dict[str, Any], action: str) -> list[tuple[Any, ...]]:
+            try:
+                rows = raw.engine_rows(engine, stmt, params)
+            except sa.exc.SQLAlchemyError as exc:  # no connection (as dbmemory.db.engine.connect)
+                raise translate_db_error(exc, action, target=engine) from exc
+            if rows is None:
+                raise _NotAlone
+            return rows
+
+        results: list[Result] = [None] * count
+        try:
+            with self._lock if self._shared_connection else contextlib.nullcontext():
+                results[read.slot] = self._read(fetch, None, read)
+        except _NotAlone:
+            return None
+        return results
+
+    def _read(self, fetch: lg_sql.Fetch, conn: Connection | None, read: Any) -> Result:
+        if isinstance(read, _Get):
+            return self._get(fetch, conn, read)
+        if isinstance(read, _Search):
+            return self._search(fetch, conn, read)
+        return self._list(fetch, read)
+
     def _run(self, conn: Connection, count: int, reads: list[Any], puts: dict[Any, _Put]) -> list[Result]:
         results: list[Result] = [None] * count
+        fetch = lg_sql.on_connection(conn)
         for read in reads:
-            if isinstance(read, _Get):
-                results[read.slot] = self._get(conn, read)
-            elif isinstance(read, _Search):
-                results[read.slot] = self._search(conn, read)
-            else:
-                results[read.slot] = self._list(conn, read)
+            results[read.slot] = self._read(fetch, conn, read)
         if self._one_unit(puts):  # the put's own write unit is the batch's: no outer savepoint
             for put in puts.values():
                 self._put(conn, put)
@@ -450,34 +380,36 @@ class DbMemoryStore(BaseStore):
             return False
         return True
 
-    def _get(self, conn: Connection, op: _Get) -> Item | None:
+    def _get(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Get) -> Item | None:
+        """``conn``: the batch's connection (``None``: a lone read, which never refreshes)."""
         if op.store_key is None or op.path is None:
             return None
-        try:  # on the driver's cursor where dbmemory.db.raw allows it, else conn.execute
-            found = raw.first_row(conn, st.SELECT_FILE_READ_BY_KEY, {"p_key": op.store_key, "p_ph": path_hash(op.path)})
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate_db_error(exc, f"reading {op.path}") from exc
-        if found is None:
+        params = {"p_key": op.store_key, "p_ph": path_hash(op.path)}
+        touching = conn is not None and self._refreshes(op.refresh, False)
+        rows = fetch(st.SELECT_FILE_READ_BY_KEY if touching else lg_sql.SELECT_ITEM_BY_KEY, params, f"reading {op.path}")
+        if not rows:
             return None
-        row = _FileRead(*(found[i] for i in _READ_POSITIONS))
-        value = codec.decode_value(row.body or "")
+        if touching:
+            row = _FileRead(*(rows[0][i] for i in _READ_POSITIONS))
+            body, created_at, updated_at = row.body, row.created_at, row.updated_at
+        else:  # records no read: body and times only
+            body, created_at, updated_at = rows[0]
+        value = codec.decode_value(body or "")
         if value is None:  # not JSON, or not an object: not an item, as search and list skip it
             return None
-        if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, op.path):
+        if touching and not row.expiry_exempt and not self._touch(conn, row, op.path):  # type: ignore[arg-type]
             return None
-        return Item(
-            value=value, key=op.key, namespace=op.namespace,
-            created_at=row.created_at, updated_at=row.updated_at,
-        )
+        return Item(value=value, key=op.key, namespace=op.namespace, created_at=created_at, updated_at=updated_at)
 
-    def _search(self, conn: Connection, op: _Search) -> list[SearchItem]:
+    def _search(self, fetch: lg_sql.Fetch, conn: Connection | None, op: _Search) -> list[SearchItem]:
         if op.key_prefix is None:
             return []
-        page = find_items(conn, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset)
+        touching = conn is not None and self._refreshes(op.refresh, False)
+        page = find_items(fetch, op.key_prefix, op.prefix, op.filter, op.query, op.limit, op.offset, touching)
         out = []
         for found in page:
             row = found.row
-            if self._refreshes(op.refresh, bool(row.expiry_exempt)) and not self._touch(conn, row, row.file_path):
+            if touching and not row.expiry_exempt and not self._touch(conn, row, row.file_path):  # type: ignore[arg-type]
                 continue  # removed meanwhile
             out.append(
                 SearchItem(
@@ -487,9 +419,9 @@ class DbMemoryStore(BaseStore):
             )
         return out
 
-    def _list(self, conn: Connection, op: _List) -> list[tuple[str, ...]]:
+    def _list(self, fetch: lg_sql.Fetch, op: _List) -> list[tuple[str, ...]]:
         names = set()
-        for store_key in lg_sql.namespace_keys(conn, op.key_prefix):  # one row per store
+        for store_key in lg_sql.namespace_keys(fetch, op.key_prefix):  # one row per store
             namespace = codec.namespace_of_key(store_key)
             if namespace is not None and codec.matches_conditions(namespace, op.conditions):
                 names.add(namespace)

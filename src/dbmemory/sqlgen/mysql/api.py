@@ -30,12 +30,14 @@ from dbmemory.sqlgen.mysql.rules import (
     CHECK_ID,
     COMPONENT,
     FAIL,
+    IDENTITY,
     NEED_TRX,
     PATH,
     RESERVED_CHECK,
     P,
     U,
     q,
+    unbound,
 )
 from dbmemory.sqlgen.mysql.tool import TOOL
 
@@ -123,6 +125,7 @@ BEGIN
     -- dbmemory.store.resolve.resolve_store_id: build_store_key, then find_store_id
     DECLARE v_key VARCHAR(1000) {U} DEFAULT {_KEY_CALL};
     DECLARE v_id BIGINT;
+    CALL {P}_check_identity(NULL, v_key);
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key {BIN};
     IF v_id IS NULL THEN
         CALL {P}_fail('not_found', CONCAT('store ', v_key, ' does not exist (it is created on its first write)'));
@@ -148,6 +151,7 @@ BEGIN
     DECLARE v_sc BIGINT;
     DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
     SET p_store_id = NULL;
+    CALL {P}_check_identity(NULL, v_key);
     SELECT store_id INTO p_store_id FROM dbm_stores WHERE store_key = v_key {BIN};
     IF p_store_id IS NULL THEN
         CALL {P}_need_transaction();
@@ -199,6 +203,8 @@ _BODIES = [
     ("PROCEDURE", f"{P}_check_component", COMPONENT),
     ("PROCEDURE", f"{P}_check_path", PATH),
     ("PROCEDURE", f"{P}_check_store_id", CHECK_ID),
+    ("FUNCTION", f"{P}_unbound", unbound()),
+    ("PROCEDURE", f"{P}_check_identity", IDENTITY),
     ("PROCEDURE", f"{P}_refuse_reserved", RESERVED_CHECK[0]),
     ("PROCEDURE", f"{P}_check_reachable", RESERVED_CHECK[1]),
     ("PROCEDURE", f"{P}_check_caps", CAPS_AND_STORE_ROW[0]),
@@ -229,14 +235,18 @@ MYSQL_TABLES: tuple[str, ...] = tuple(sorted(
 """The tables the routines read and write: the definer account's DML rights."""
 
 
-def mysql_statements(definer: str | None = None) -> list[str]:
+def mysql_statements(definer: str | None = None, installer: str | None = None) -> list[str]:
     """The statements that (re)create the routines, for a driver, in order.
 
     ``definer``: an account (``'name'@'host'``, already quoted) every routine runs as
     (``CREATE DEFINER = ...``); None: the installing account (MySQL's default).
+    ``installer``: the user name of the installing account, not bound to a user's stores (see
+    :func:`dbmemory.sqlgen.mysql.rules.unbound`; the definer never is).
     """
     out: list[str] = []
     for kind, name, body in _BODIES:
+        if name == f"{P}_unbound":
+            body = unbound(installer)
         if definer is not None:
             body = body.replace("CREATE ", f"CREATE DEFINER = {definer} ", 1)
         out += [f"DROP {kind} IF EXISTS {name}", body]

@@ -33,6 +33,9 @@ __all__ = [
     "NUMBER",
     "shown",
     "RESERVED_CHECK",
+    "IDENTITY_VARIABLE",
+    "unbound",
+    "IDENTITY",
     "audit",
     "CAPS_AND_STORE_ROW",
     "HANDLER",
@@ -229,8 +232,48 @@ BEGIN
     CALL {P}_check_store_id(p_store_id);
     SET v_key = (SELECT store_key FROM dbm_stores WHERE store_id = p_store_id);
     CALL {P}_refuse_reserved(p_store_id, v_key);
+    CALL {P}_check_identity(p_store_id, v_key);
 END""",
 ]
+
+
+IDENTITY_VARIABLE = "@dbm_memory_user_id"
+"""The session's user variable that names the user a request serves (``SET @dbm_memory_user_id
+= 'alice'``): MariaDB/MySQL's name for PostgreSQL's setting ``dbm_memory.user_id``. A definer
+routine reads the calling session's user variables."""
+
+
+def unbound(installer: str | None = None) -> str:
+    """``{P}_unbound()``: whether the calling login is not bound to a user's stores, by user
+    name: the routines' definer (``CURRENT_USER()`` inside a definer routine) and ``installer``
+    (the account that ran ``install-api``, which reads the tables directly anyway). ``USER()``
+    is the session's login whatever the routine's definer."""
+    names = "CAST(SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AS BINARY)"
+    if installer:
+        names += f", CAST({q(installer)} AS BINARY)"
+    return f"""CREATE FUNCTION {P}_unbound() RETURNS BOOLEAN
+    NOT DETERMINISTIC NO SQL SQL SECURITY DEFINER
+    -- the API's definer and the installing account are not bound (they reach the tables directly)
+    RETURN CAST(SUBSTRING_INDEX(USER(), '@', 1) AS BINARY) IN ({names})"""
+
+
+# callers bound to their stores: a user-scope store (user:<agent>:<user>) is reachable only when
+# the session's @dbm_memory_user_id is its user, unless the login is not bound ({P}_unbound)
+IDENTITY = f"""CREATE PROCEDURE {P}_check_identity(IN p_store_id BIGINT, IN p_store_key VARCHAR(1000) {U})
+    NO SQL SQL SECURITY DEFINER
+BEGIN
+    DECLARE v_user TEXT {U} DEFAULT CAST({IDENTITY_VARIABLE} AS CHAR CHARACTER SET utf8mb4);
+    IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
+       AND NOT {P}_unbound()
+       AND (v_user IS NULL OR v_user = ''
+            OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
+               <> CAST(v_user AS BINARY)) THEN
+        CALL {P}_fail('not_found', CONCAT('store ', COALESCE(p_store_id, p_store_key),
+            ' does not exist or belongs to another user than this session''s {IDENTITY_VARIABLE} (',
+            COALESCE(NULLIF(v_user, ''), 'not set'),
+            '): set {IDENTITY_VARIABLE} to the user the request serves'));
+    END IF;
+END"""
 
 
 def audit(store_id: str, key: str, path: str, action: str, actor: str, before: str,
@@ -311,7 +354,8 @@ def lock_store(var_key: str, caps: bool) -> str:
         IF {var_key} IS NULL THEN
             CALL {P}_fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
         END IF;
-        CALL {P}_refuse_reserved(p_store_id, {var_key});  -- before any write"""
+        CALL {P}_refuse_reserved(p_store_id, {var_key});  -- before any write
+        CALL {P}_check_identity(p_store_id, {var_key});"""
 
 
 _KEY_PART = "CALL {p}_check_component({v}, '{what}', p_scope);"

@@ -105,6 +105,11 @@ _SPEC = f"""CREATE OR REPLACE PACKAGE {S} AUTHID DEFINER AS
     RETURN NUMBER;
   FUNCTION expire_files_n (p_days IN NUMBER, p_store_id IN NUMBER DEFAULT NULL) RETURN NUMBER;
   FUNCTION get_memory_protocol RETURN CLOB;
+  -- the user this session's requests serve (package state, this session only): a user-scope
+  -- store is reachable only when it names this user; call it at the start of every request
+  PROCEDURE set_user (p_user_id IN VARCHAR2);
+  PROCEDURE clear_user;
+  FUNCTION current_user_id RETURN VARCHAR2;
 {REFERENCE_SPEC}
 END {S};"""
 
@@ -158,6 +163,7 @@ _BODY = (
                                           p_store_code, p_context_key, p_context_value);
     v_id  NUMBER;
   BEGIN
+    check_identity(NULL, v_key);
     SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
     RETURN v_id;
   EXCEPTION
@@ -181,6 +187,7 @@ _BODY = (
     v_sc  NUMBER;
     v_now TIMESTAMP(6) := SYS_EXTRACT_UTC(SYSTIMESTAMP);
   BEGIN
+    check_identity(NULL, v_key);
     BEGIN
       SELECT store_id INTO v_id FROM dbm_stores WHERE store_key = v_key;
       RETURN v_id;
@@ -226,6 +233,21 @@ _BODY = (
     RETURN TO_CLOB({protocol_expr()});
   END get_memory_protocol;
 
+  PROCEDURE set_user (p_user_id IN VARCHAR2) IS
+  BEGIN
+    g_user_id := component(p_user_id, 'a user id', c_scope_user);
+  END set_user;
+
+  PROCEDURE clear_user IS
+  BEGIN
+    g_user_id := NULL;
+  END clear_user;
+
+  FUNCTION current_user_id RETURN VARCHAR2 IS
+  BEGIN
+    RETURN g_user_id;
+  END current_user_id;
+
 """
     + REFERENCE_BODY
     + f"""END {S};"""
@@ -236,7 +258,8 @@ _BODY = (
 # declared after one, PLS-00103)
 _BODY = _BODY.replace(
     f"PACKAGE BODY {S} AS\n",
-    f"PACKAGE BODY {S} AS\n  g_store_code VARCHAR2(200 CHAR);  -- set_store / clear_store: this session's store code\n",
+    f"PACKAGE BODY {S} AS\n  g_store_code VARCHAR2(200 CHAR);  -- set_store / clear_store: this session's store code\n"
+    "  g_user_id VARCHAR2(200 CHAR);  -- set_user / clear_user: the user this session's requests serve\n",
     1,
 )
 

@@ -192,6 +192,26 @@ BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     END IF;
   END refuse_reserved;
 
+  -- callers bound to their stores: a user-scope store (user:<agent>:<user>) is reachable only
+  -- when the session's user (set_user, package state g_user_id) is its user, unless the session
+  -- user is the package's owner (CURRENT_USER inside this definer-rights package), who reads the
+  -- tables directly anyway
+  PROCEDURE check_identity (p_store_id IN NUMBER, p_key IN VARCHAR2) IS
+  BEGIN
+    IF p_key IS NULL OR NOT same(SUBSTR(p_key, 1, 5), 'user:') THEN
+      RETURN;
+    END IF;
+    IF SYS_CONTEXT('USERENV', 'SESSION_USER') = SYS_CONTEXT('USERENV', 'CURRENT_USER') THEN
+      RETURN;
+    END IF;
+    IF g_user_id IS NULL
+       OR NOT same(REGEXP_SUBSTR(p_key, '[^:]+', 1, 3), g_user_id) THEN
+      fail('not_found', 'store ' || NVL(TO_CHAR(p_store_id), p_key)
+        || ' does not exist or belongs to another user than this session''s {S}.set_user ('
+        || NVL(g_user_id, 'not set') || '): call {S}.set_user with the user the request serves');
+    END IF;
+  END check_identity;
+
   -- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
   -- left to the caller: no file, nothing to expire)
   PROCEDURE check_reachable (p_store_id IN NUMBER) IS
@@ -200,6 +220,7 @@ BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     check_store_id(p_store_id);
     SELECT MAX(store_key) INTO v_key FROM dbm_stores WHERE store_id = p_store_id;
     refuse_reserved(p_store_id, v_key);
+    check_identity(p_store_id, v_key);
   END check_reachable;
 
   -- characters of a text, as Python's len() (CLOB length; see docs/sql.md for characters
@@ -258,6 +279,7 @@ BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
       INTO p_key, p_mfc, p_mf, p_msc, p_nfiles, p_nchars
       FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
     refuse_reserved(p_store_id, p_key);  -- before any write
+    check_identity(p_store_id, p_key);
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');

@@ -1,8 +1,8 @@
 """PostgreSQL's full-text index of the episodes narrowed to the user: ``(org_id, user_key,
 search_vector)`` in one GIN index.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 
 Every episode search names the organisation and the user (:mod:`dbmemory.items.episode_search`).
 Revision 0006's GIN index ``ix_dbm_episodes_search`` holds the lexemes only, so PostgreSQL either
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0008"
+revision: str = "0010"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

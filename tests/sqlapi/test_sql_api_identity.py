@@ -1,0 +1,229 @@
+"""Callers bound to their stores on MariaDB/MySQL: a login holding only the user role reaches a
+user-scope store only when the session's ``@dbm_memory_user_id`` names its user (PostgreSQL's
+walk is in test_sql_api_privileges.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+from typer.testing import CliRunner
+
+from dbmemory.cli import app
+from dbmemory.db import migrate
+from dbmemory.db.engine import create_engine
+from dbmemory.sqlgen.api_common import derived_role_base
+from dbmemory.sqlgen.oracle.api import oracle_statements
+from sql_api_client import code_of
+
+_OPEN = "CALL dbm_memory_open_store('user', 'SUPPORT', %s, NULL, NULL, NULL, NULL, @s)"
+
+
+def _walk(cursor: object, identity: str | None) -> set[str]:
+    """Every store id 1..50 read, listed, written and run a MEMORY command on; both users'
+    stores resolved and opened by key. What it reached, as texts."""
+    run = cursor.execute  # type: ignore[attr-defined]
+    rows = cursor.fetchall  # type: ignore[attr-defined]
+    run("SET @dbm_memory_user_id = %s", (identity,))
+    seen: set[str] = set()
+
+    def attempt(label: str, sql: str, args: tuple[object, ...], read: bool = False) -> None:
+        run("SAVEPOINT walk")
+        try:
+            run(sql, args)
+            if read:
+                seen.update(str(r[0]) for r in rows() if r[0] is not None)
+            else:
+                seen.add(label)
+        except Exception as exc:  # noqa: BLE001 - refusals are what is expected
+            assert "not_found" in str(exc) or "invalid_scope" in str(exc), exc
+            run("ROLLBACK TO SAVEPOINT walk")
+
+    for store_id in range(1, 51):
+        attempt("get", "SELECT dbm_memory_get_file(%s, '/memories/secret.md')", (store_id,), read=True)
+        attempt("list", "CALL dbm_memory_list_files(%s)", (store_id,), read=True)
+        attempt(f"wrote {store_id}",
+                "CALL dbm_memory_put_file(%s, '/memories/planted.md', 'x', 'walker', @v)", (store_id,))
+        attempt(f"deleted {store_id}", "CALL dbm_memory_delete_file(%s, '/memories/none.md', 'w', @d)",
+                (store_id,))
+        attempt(f"cleared {store_id}", "CALL dbm_memory_clear_store_files(%s, 'walker', @c)", (store_id,))
+        attempt(f"ran {store_id}", "CALL dbm_memory_run_command(%s, "
+                "'{\"command\": \"view\", \"path\": \"/memories\"}', 'walker', @r)", (store_id,))
+    for other in ("bob", "alice"):
+        attempt(f"resolved {other}",
+                "SELECT dbm_memory_resolve_store_id('user', 'SUPPORT', %s, NULL, NULL, NULL, NULL)",
+                (other,))
+        attempt(f"opened {other}", _OPEN, (other,))
+    attempt("opened dave", _OPEN, ("dave",))  # a store that does not exist yet: not created either
+    return seen
+
+
+def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    if server_name != "mysql":
+        pytest.skip("MariaDB/MySQL's user variable (PostgreSQL's walk: test_sql_api_privileges)")
+    url = make_empty_database()
+    engine = create_engine(url)
+    base = derived_role_base(url.database or "")
+    login = f"{base}_lu"
+    try:
+        migrate.upgrade(engine)
+        plain = url.render_as_string(hide_password=False)
+        result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
+        assert result.exit_code == 0, result.output
+        with engine.connect() as c:  # the installer's side: three users' stores (not bound)
+            c.exec_driver_sql("START TRANSACTION")
+            for user in ("alice", "bob", "carol"):
+                c.exec_driver_sql(_OPEN.replace("%s", f"'{user}'"))
+                c.exec_driver_sql(
+                    f"CALL dbm_memory_put_file(@s, '/memories/secret.md', '{user} secret', NULL, @v)")
+            c.exec_driver_sql("COMMIT")
+            c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
+            c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
+            c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
+        caller = create_engine(url.set(username=login, password=None))
+        seen: dict[str | None, set[str]] = {}
+        try:
+            for identity in ("alice", None, ""):
+                with caller.connect() as c:
+                    raw = c.connection.dbapi_connection
+                    cursor = raw.cursor()
+                    cursor.execute("START TRANSACTION")
+                    seen[identity] = _walk(cursor, identity)
+                    raw.rollback()
+        finally:
+            caller.dispose()
+        alice = 1  # the first store created
+        assert seen["alice"] == {
+            "alice secret", "/memories/secret.md", f"wrote {alice}", f"deleted {alice}", f"cleared {alice}",
+            f"ran {alice}",
+            "resolved alice", "opened alice"}, seen["alice"]
+        assert seen[None] == set() and seen[""] == set()
+        with engine.connect() as c:  # the refusal names the variable, as PostgreSQL's its setting
+            c.exec_driver_sql("SET @dbm_memory_user_id = 'bob'")
+            assert c.exec_driver_sql("SELECT dbm_memory_get_file(1, '/memories/secret.md')").scalar() \
+                == "alice secret"  # the installer is not bound
+        probe = create_engine(url.set(username=login, password=None))
+        try:
+            with probe.connect() as c, pytest.raises(sa.exc.DBAPIError) as caught:
+                c.exec_driver_sql("SET @dbm_memory_user_id = 'bob'")
+                c.exec_driver_sql("SELECT dbm_memory_get_file(1, '/memories/secret.md')")
+            error = code_of(caught.value)
+            assert error is not None and error.code == "not_found"
+            assert ("store 1 does not exist or belongs to another user than this session's "
+                    "@dbm_memory_user_id (bob): set @dbm_memory_user_id to the user the request serves"
+                    ) in str(caught.value)
+        finally:
+            probe.dispose()
+        _expire_one_store_is_bound(engine, url, base)
+    finally:
+        engine.dispose()
+
+
+def _expire_one_store_is_bound(engine: sa.engine.Engine, url: URL, base: str) -> None:
+    """expire_files for one store (an admin call): alice's store only with alice named."""
+    admin = f"{base}_la"
+    with engine.begin() as c:
+        c.exec_driver_sql(f"CREATE USER '{admin}'@'%%'")
+        c.exec_driver_sql(f"GRANT {base}_admin TO '{admin}'@'%%'")
+        c.exec_driver_sql(f"SET DEFAULT ROLE {base}_admin FOR '{admin}'@'%%'")
+    caller = create_engine(url.set(username=admin, password=None))
+    outcome: dict[str | None, str] = {}
+    try:
+        for identity in ("alice", "bob", None):
+            with caller.connect() as c:
+                c.exec_driver_sql("START TRANSACTION")
+                c.exec_driver_sql("SET @dbm_memory_user_id = %s", (identity,))
+                try:
+                    c.exec_driver_sql("CALL dbm_memory_expire_files(30, 1, @x)")
+                    outcome[identity] = "expired"
+                except sa.exc.DBAPIError as exc:
+                    error = code_of(exc)
+                    outcome[identity] = error.code if error else str(exc)
+                c.rollback()
+    finally:
+        caller.dispose()
+    assert outcome == {"alice": "expired", "bob": "not_found", None: "not_found"}
+
+
+def _oracle_subprograms(body: str) -> dict[str, str]:
+    """Each subprogram body of the package, by name (a name declared twice: the texts joined)."""
+    found: dict[str, str] = {}
+    for m in re.finditer(r"^  (?:PROCEDURE|FUNCTION) (\w+)\b(.*?)^  END \1;", body, re.M | re.S):
+        found[m.group(1)] = found.get(m.group(1), "") + m.group(2)
+    return found
+
+
+def test_oracle_binds_the_same_calls_to_the_user_set_by_set_user() -> None:
+    """Oracle (read, never run here): the package keeps the session's user (set_user, package
+    state) and every call that takes a store id or builds a key checks it, as on PostgreSQL and
+    MariaDB; the package's owner is not bound."""
+    spec, body = oracle_statements()
+    for decl in ("PROCEDURE set_user (p_user_id IN VARCHAR2);", "PROCEDURE clear_user;",
+                 "FUNCTION current_user_id RETURN VARCHAR2;"):
+        assert decl in spec, decl
+    subs = _oracle_subprograms(body)
+    check = subs["check_identity"]
+    assert "g_user_id IS NULL" in check and "fail('not_found'" in check
+    assert "SYS_CONTEXT('USERENV', 'SESSION_USER') = SYS_CONTEXT('USERENV', 'CURRENT_USER')" in check
+    assert "does not exist or belongs to another user than this session" in check
+    for helper in ("check_reachable", "lock_store", "resolve_store_id_n", "open_store"):
+        assert "check_identity(" in subs[helper], helper
+    # every call that takes a store id reaches the check through check_reachable or lock_store
+    for call in ("list_files", "get_file", "put_file_n", "delete_file_n", "clear_store_files_n",
+                 "expire_files_n"):
+        assert re.search(r"\b(check_reachable|lock_store)\(p_store_id", subs[call]), call
+    assert "component(p_user_id, 'a user id', c_scope_user)" in subs["set_user"]
+
+
+def test_the_api_audit_rows_record_the_callers_login_not_the_definer(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    """A login holding only the user role writes through the definer routines: its audit rows
+    name the actor it passed and, filled by the database, its own login (never the owner)."""
+    if server_name not in ("postgres", "mysql"):
+        pytest.skip("PostgreSQL and MariaDB (Oracle: the column's DDL is read in tests/db)")
+    url = make_empty_database()
+    engine = create_engine(url)
+    base = derived_role_base(url.database or "")
+    login = f"{base}_la"
+    try:
+        migrate.upgrade(engine)
+        plain = url.render_as_string(hide_password=False)
+        assert CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"]).exit_code == 0
+        with engine.begin() as c:
+            if server_name == "postgres":
+                c.exec_driver_sql(f'CREATE ROLE "{login}" LOGIN')
+                c.exec_driver_sql(f'GRANT "{base}_user" TO "{login}"')
+            else:
+                c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
+                c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
+                c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
+        caller = create_engine(url.set(username=login, password=None))
+        try:
+            with caller.begin() as c:
+                if server_name == "postgres":
+                    c.exec_driver_sql("SELECT set_config('dbm_memory.user_id', 'alice', true)")
+                    c.exec_driver_sql(
+                        "SELECT dbm_memory.put_file(dbm_memory.open_store('user', p_agent_code => 'S',"
+                        " p_user_id => 'alice'), '/memories/a.md', 'x', 'agent:support')")
+                else:
+                    c.exec_driver_sql("SET @dbm_memory_user_id = 'alice'")
+                    c.exec_driver_sql(_OPEN.replace("'SUPPORT', %s", "'S', 'alice'"))
+                    c.exec_driver_sql("CALL dbm_memory_put_file(@s, '/memories/a.md', 'x', 'agent:support', @v)")
+        finally:
+            caller.dispose()
+        with engine.connect() as c:
+            rows = c.execute(sa.text("SELECT actor_name, session_user_name FROM dbm_audit_events")).all()
+        assert len(rows) == 1 and rows[0][0] == "agent:support"
+        who = str(rows[0][1])
+        if server_name == "postgres":
+            assert who == login
+        else:
+            assert who.startswith(f"{login}@") and "_owner" not in who, who
+    finally:
+        engine.dispose()
