@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,7 @@ from dbmemory.items.inject import (
     memory_sections,
     org_memory_section,
 )
-from dbmemory.items.select import bm25_scores, by_recency, select_items
+from dbmemory.items.select import bm25_scores, bm25_scores_once, by_recency, select_items
 from dbmemory.profile.budget import TRUNCATION_MARKER
 from dbmemory.profile.tokens import count_tokens
 
@@ -104,6 +107,22 @@ def test_embedding_selection_uses_the_embed_call_and_falls_back_to_bm25_on_failu
 
 def test_bm25_scores_are_zero_for_stop_word_only_text():
     assert bm25_scores(["the and of", "User lives in Lisbon"], "Lisbon")[0] == 0.0
+
+
+def test_bm25_scores_once_equal_bm25_scores_bit_for_bit():
+    """The search's candidates are ranked without an index: the same float32 numbers as
+    ``bm25s``, on the slice's dialog turns (random candidate sets) and its questions."""
+    slice_ = json.loads((Path(__file__).resolve().parents[1] / "data" / "locomo_slice.json").read_text())
+    turns = [t["text"] for s in slice_ for k, v in s["conversation"].items()
+             if k.startswith("session_") and isinstance(v, list) for t in v if t.get("text")]
+    questions = [q["question"] for s in slice_ for q in s["qa"]]
+    rng = random.Random(5)
+    cases = [(rng.sample(turns, min(len(turns), rng.randint(1, 50))), q) for q in questions for _ in range(3)]
+    cases += [(["the and of", "User lives in Lisbon", ""], "Lisbon lisbon LISBON"), (["a b", "of"], "Lisbon"),
+              (["User lives in Lisbon"], "the of"), (["Lisbon Lisbon Porto", "Porto"], "porto lisbon porto")]
+    assert len(cases) > 30
+    for texts, query in cases:
+        assert bm25_scores_once(texts, query) == bm25_scores(texts, query), (texts, query)
 
 
 def test_by_recency_prefers_last_use_over_creation():

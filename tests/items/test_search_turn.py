@@ -158,6 +158,10 @@ def test_relative_dates_are_grounded_to_the_sessions_date() -> None:
     assert ground_dates("this weekend, not this Sunday", day) == (
         "this weekend (the weekend of 8 May 2023), not this Sunday"
     )
+    # the quick check for the words a relative date needs skips nothing the pattern finds
+    assert ground_dates("TONIGHT and This Morning", day) == "TONIGHT (8 May 2023) and This Morning (8 May 2023)"
+    assert ground_dates("Tomorrow, today", day) == "Tomorrow (9 May 2023), today (8 May 2023)"
+    assert ground_dates("ﬁne yesterday", day) == "ﬁne yesterday (7 May 2023)"  # not ASCII: the pattern decides
     assert ground_dates("last month", dt.date(2023, 1, 15)) == "last month (December 2022)"
 
 

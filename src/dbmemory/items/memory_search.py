@@ -44,7 +44,7 @@ from dbmemory.items.admin import user_stores
 from dbmemory.items.episode_search import DEFAULT_CANDIDATES, search_episodes
 from dbmemory.items.episodes import episode_memory_allowed
 from dbmemory.items.model import DEFAULT_ORG, check_org
-from dbmemory.items.select import bm25_scores
+from dbmemory.items.select import bm25_scores, bm25_scores_once
 from dbmemory.items.store import list_items
 from dbmemory.profile.store import DEFAULT_ROOT_FOLDER, PROFILE_PATH, read_profile
 
@@ -196,7 +196,7 @@ def _episode_hits(conn: Connection, user_id: str, query: str, org: str, n: int, 
         return []
     texts = [h.user_text + ("\n" + h.assistant_text if h.assistant_text else "") for h in hits]
     best = max(h.score for h in hits)
-    python = bm25_scores(texts, query)
+    python = bm25_scores_once(texts, query)  # new candidates each search: no index to keep
     python_best = max(python) if python else 0.0
     out = []
     for h, text, extra in zip(hits, texts, python, strict=True):
@@ -259,7 +259,7 @@ def _on_one_scale(hits: list[SearchHit], query: str) -> list[SearchHit]:
     others = [h for h in hits if h.source != "episode"]
     if not episodes or not others:
         return hits
-    scores = bm25_scores([h.snippet for h in episodes] + [h.snippet for h in others], query)
+    scores = bm25_scores_once([h.snippet for h in episodes] + [h.snippet for h in others], query)
     best = max(scores) if scores else 0.0
     if best <= 0:
         return hits

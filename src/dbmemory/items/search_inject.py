@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +117,10 @@ _RELATIVE_DATE = re.compile(
 )
 
 
+_DATE_WORDS = ("yesterday", "today", "tonight", "this", "tomorrow", "ago", "last", "next")
+"""A word every match of :data:`_RELATIVE_DATE` contains (``this morning`` holds ``this``)."""
+
+
 def long_date(day: dt.date) -> str:
     """``8 May 2023``: the spelling people (and most answers) use."""
     return f"{day.day} {day:%B %Y}"
@@ -171,6 +175,10 @@ def ground_dates(text: str, day: dt.date) -> str:
         meant = _meant(m, day)
         return m.group(0) if meant is None else f"{m.group(0)} ({meant})"
 
+    if text.isascii():  # every relative date holds one of these words (ASCII: no case-folding look-alikes)
+        lower = text.lower()
+        if not any(word in lower for word in _DATE_WORDS):
+            return text
     return _RELATIVE_DATE.sub(grounded, text)
 
 
@@ -202,16 +210,17 @@ def _hit_lines(hit: SearchHit) -> list[str]:
     return [f"{hit.label()} {_one_line(hit.snippet, MAX_USER_CHARS)}"]
 
 
-def _body(chosen: Sequence[SearchHit]) -> str:
-    """The chosen hits grouped: episodes by (chat, day) in time order, then the other hits."""
+def _body(chosen: Sequence[SearchHit], lines_of: Callable[[SearchHit], list[str]] = _hit_lines) -> str:
+    """The chosen hits grouped: episodes by (chat, day) in time order, then the other hits
+    (``lines_of``: :func:`_hit_lines`, or the caller's memo of it)."""
     groups: dict[str, list[SearchHit]] = {}
     for hit in sorted((h for h in chosen if h.source == "episode"), key=lambda h: (h.when, int(h.ref))):
-        groups.setdefault(_header(hit), []).append(hit)
+        groups.setdefault(lines_of(hit)[0], []).append(hit)
     lines: list[str] = []
     for header, members in groups.items():
         lines.append(header)
-        lines.extend(_turn_line(h) for h in members)
-    lines.extend(_hit_lines(h)[0] for h in chosen if h.source != "episode")
+        lines.extend(lines_of(h)[1] for h in members)
+    lines.extend(lines_of(h)[0] for h in chosen if h.source != "episode")
     return "\n".join(lines)
 
 
@@ -219,7 +228,7 @@ def _wrap(body: str) -> str:
     return f"## {SEARCH_SECTION_TITLE}\n\n{_PREAMBLE}\n\n<memory_search>\n{defuse(body)}\n</memory_search>"
 
 
-_NOT_WORD = re.compile(r"[^\w]+", re.UNICODE)
+_WORDS = re.compile(r"\w+", re.UNICODE)
 _STAMP = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\d{4}-\d{2}-\d{2}[^:]*?(?:UTC)?:)?\s*")
 
 
@@ -229,12 +238,11 @@ def _pieces(hit: SearchHit) -> list[str]:
         texts = [hit.user_text or "", hit.assistant_text or ""]
     else:
         texts = [_STAMP.sub("", line) for line in hit.snippet.splitlines()]
-    return [p for p in (" ".join(_NOT_WORD.sub(" ", t.lower()).split()) for t in texts) if p]
+    return [p for p in (" ".join(_WORDS.findall(t.lower())) for t in texts) if p]
 
 
-def _covered(hit: SearchHit, chosen_text: str) -> bool:
-    """Whether every sentence of ``hit`` is already in the chosen hits' text."""
-    pieces = _pieces(hit)
+def _covered(pieces: list[str], chosen_text: str) -> bool:
+    """Whether every sentence of a hit (its :func:`_pieces`) is already in the chosen hits' text."""
     return bool(pieces) and all(p in chosen_text for p in pieces)
 
 
@@ -250,6 +258,14 @@ def render_search_block(
         ``(text, chosen hits, tokens of text)``; ``("", [], 0)`` when none fits.
     """
     overhead = count_tokens(_wrap(""), model)
+    memo: dict[int, list[str]] = {}
+
+    def lines_of(hit: SearchHit) -> list[str]:  # each hit's lines rendered once per block
+        found = memo.get(id(hit))
+        if found is None:
+            found = memo[id(hit)] = _hit_lines(hit)
+        return found
+
     chosen: list[SearchHit] = []
     headers: set[str] = set()
     used = overhead
@@ -257,9 +273,10 @@ def render_search_block(
     for hit in hits:
         if max_tokens - used < 16:  # nothing useful fits any more
             break
-        if _covered(hit, seen):
+        pieces = _pieces(hit)
+        if _covered(pieces, seen):
             continue
-        lines = _hit_lines(hit)
+        lines = lines_of(hit)
         cost = count_tokens(lines[-1], model) + 1
         header = lines[0] if len(lines) > 1 else None
         if header is not None and header not in headers:
@@ -269,10 +286,10 @@ def render_search_block(
         chosen.append(hit)
         if header is not None:
             headers.add(header)
-        seen += "\n" + "\n".join(_pieces(hit))
+        seen += "\n" + "\n".join(pieces)
         used += cost
     while chosen:
-        text = _wrap(_body(chosen))
+        text = _wrap(_body(chosen, lines_of))
         tokens = count_tokens(text, model)
         if tokens <= max_tokens:
             return text, chosen, tokens

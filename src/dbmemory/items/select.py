@@ -46,6 +46,7 @@ __all__ = [
     "select_items",
     "rank_items",
     "bm25_scores",
+    "bm25_scores_once",
     "by_recency",
     "item_id",
     "ITEMS_EXTRA_HINT",
@@ -218,6 +219,70 @@ def bm25_scores(texts: Sequence[str], query: str) -> list[float]:
     """
     scores = _bm25_array(tuple(texts), query)
     return [0.0] * len(texts) if scores is None else [float(s) for s in scores]
+
+
+_K1, _B = 1.5, 0.75
+"""``bm25s.BM25()``'s defaults (its ``lucene`` method), which :func:`bm25_scores_once` repeats."""
+
+
+def bm25_scores_once(texts: Sequence[str], query: str) -> list[float]:
+    """:func:`bm25_scores` for texts ranked once (a search's candidates): the same numbers, bit
+    for bit, computed for the query's terms only, without building (and caching) a ``bm25s``
+    index of every term of every text.
+
+    The arithmetic is ``bm25s``' own for its default ``lucene`` method (k1 1.5, b 0.75): per
+    text and query term, ``float32(idf32 * tf / (k1 * (1 - b + b * len / avg len) + tf))`` in
+    float64 with ``idf32 = float32(ln(1 + (N - df + 0.5) / (df + 0.5)))``, summed in float32 in
+    the query's term order (a repeated term counts again); a text of stop words only counts as
+    one token, as :func:`_index` gives it. The tests compare both on real candidates.
+
+    Args:
+        texts: the documents, at least one.
+        query: the question.
+
+    Returns:
+        One score (>= 0) per text, in order; all 0 when the query shares no term with any text.
+
+    Raises:
+        MissingDependencyError: ``bm25s`` is not installed (``pip install -e ".[items]"``).
+    """
+    try:
+        import numpy as np  # a dependency of bm25s (optional items extra)
+    except ImportError as exc:
+        raise MissingDependencyError(f"ranking memory items needs the bm25s library: {ITEMS_EXTRA_HINT}") from exc
+    _stopwords()  # raises MissingDependencyError without bm25s
+    terms = _query_tokens(query)
+    corpus = _corpus_tokens(texts) if terms else []
+    if not any(corpus):
+        return [0.0] * len(texts)
+    wanted = set(terms)
+    counts: list[dict[str, int]] = []
+    for doc in corpus:
+        found: dict[str, int] = {}
+        for word in doc:
+            if word in wanted:
+                found[word] = found.get(word, 0) + 1
+        counts.append(found)
+    lengths = np.array([len(doc) or 1 for doc in corpus])
+    n, avg = len(corpus), lengths.mean()  # numpy float64, as bm25s computes it
+    scores = np.zeros(n, dtype=np.float32)
+    columns: dict[str, tuple[Any, Any]] = {}
+    for term in terms:
+        if term not in columns:
+            rows = [i for i, found in enumerate(counts) if term in found]
+            df = len(rows)
+            if not df:
+                columns[term] = (None, None)
+                continue
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            tf = np.array([counts[i][term] for i in rows], dtype=np.float32)
+            norm = np.array([_K1 * ((1 - _B) + _B * int(lengths[i]) / avg) for i in rows])
+            values = (np.float64(idf) * (tf / (norm + tf))).astype(np.float32)
+            columns[term] = (np.array(rows), values)
+        rows_of, values_of = columns[term]
+        if rows_of is not None:
+            scores[rows_of] += values_of
+    return [float(s) for s in scores]
 
 
 def _bm25_array(texts: tuple[str, ...], query: str, retriever: Any = False) -> Any:
