@@ -17,6 +17,8 @@ from dbmemory.cli import app
 from dbmemory.db import migrate
 from dbmemory.db.engine import create_engine
 from dbmemory.sqlgen.api_common import derived_role_base
+from dbmemory.sqlgen.deploy import mysql_definer_account
+from dbmemory.sqlgen.mysql.api import RETIRED, mysql_uninstall
 from dbmemory.sqlgen.oracle.api import oracle_statements
 from sql_api_client import code_of
 
@@ -191,6 +193,41 @@ def test_a_login_that_sends_the_installers_or_the_owners_name_is_bound(
         finally:
             with engine.begin() as c:
                 c.exec_driver_sql(f"DROP USER IF EXISTS ''@'{host}'")
+    finally:
+        engine.dispose()
+
+
+def test_installing_again_drops_the_retired_name_exemption_and_its_grant(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    """An install made before every caller was bound has ``dbm_memory__unbound`` (granted to
+    the definer): install-api drops it (routine and grant), and uninstall-api would too."""
+    if server_name != "mysql":
+        pytest.skip("MariaDB/MySQL's routines")
+    url = make_empty_database()
+    engine = _installed_with_three_users(url)
+    owner = mysql_definer_account(url.database or "")
+    plain = url.render_as_string(hide_password=False)
+    try:
+        with engine.begin() as c:  # what an earlier install left behind
+            c.exec_driver_sql(f"CREATE DEFINER = {owner} FUNCTION dbm_memory__unbound() RETURNS BOOLEAN"
+                              " NO SQL SQL SECURITY DEFINER RETURN TRUE")
+            c.exec_driver_sql(f"GRANT EXECUTE ON FUNCTION dbm_memory__unbound TO {owner}")
+
+        def left() -> tuple[int, list[str]]:
+            with engine.connect() as c:
+                n = c.exec_driver_sql(
+                    "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA ="
+                    " DATABASE() AND ROUTINE_NAME = 'dbm_memory__unbound'").scalar()
+                grants = [str(r[0]) for r in c.exec_driver_sql(f"SHOW GRANTS FOR {owner}")]
+            return int(n or 0), [g for g in grants if "dbm_memory__unbound" in g]
+
+        assert left()[0] == 1 and left()[1]
+        result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
+        assert result.exit_code == 0, result.output
+        assert left() == (0, [])
+        assert ("FUNCTION", "dbm_memory__unbound") in RETIRED
+        assert "DROP FUNCTION IF EXISTS dbm_memory__unbound" in mysql_uninstall()
     finally:
         engine.dispose()
 
