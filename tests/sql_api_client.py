@@ -77,6 +77,26 @@ class SqlApi:
                 raise
             raise api_error from exc
 
+    def serve(self, conn: Connection, user_id: str | None) -> None:
+        """Name the user the session's next calls serve (a user-scope store is reachable only
+        with its user named, on MariaDB/MySQL whoever calls): PostgreSQL's setting
+        ``dbm_memory.user_id`` for the transaction, MariaDB's ``@dbm_memory_user_id``, Oracle's
+        ``dbm_memory.set_user`` (None: ``clear_user``)."""
+        if self.ora:
+            cursor = conn.connection.dbapi_connection.cursor()
+            try:
+                if user_id is None:
+                    cursor.execute("BEGIN dbm_memory.clear_user; END;")
+                else:
+                    cursor.execute("BEGIN dbm_memory.set_user(:u); END;", {"u": user_id})
+            finally:
+                cursor.close()
+        elif self.pg:
+            conn.execute(sa.text("SELECT set_config('dbm_memory.user_id', :u, true)"),
+                         {"u": user_id or ""})
+        else:
+            conn.execute(sa.text("SET @dbm_memory_user_id = :u"), {"u": user_id})
+
     def put(self, conn: Connection, store_id: Any, path: Any, text: Any, actor: str = "admin") -> int:
         return int(self._run(
             conn, "SELECT dbm_memory.put_file(:s, :p, :t, :a)",

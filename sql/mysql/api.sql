@@ -26,12 +26,12 @@
 -- empty, not '.' or '..', and neither start nor end with a space. Anything else is refused with
 -- a message saying what is wrong, never changed.
 
+DROP FUNCTION IF EXISTS dbm_memory__unbound;
 DROP PROCEDURE IF EXISTS dbm_memory__fail;
 DROP PROCEDURE IF EXISTS dbm_memory__need_transaction;
 DROP PROCEDURE IF EXISTS dbm_memory__check_component;
 DROP PROCEDURE IF EXISTS dbm_memory__check_path;
 DROP PROCEDURE IF EXISTS dbm_memory__check_store_id;
-DROP FUNCTION IF EXISTS dbm_memory__unbound;
 DROP PROCEDURE IF EXISTS dbm_memory__check_identity;
 DROP PROCEDURE IF EXISTS dbm_memory__refuse_reserved;
 DROP PROCEDURE IF EXISTS dbm_memory__check_reachable;
@@ -237,17 +237,11 @@ BEGIN
     END IF;
 END//
 
-CREATE FUNCTION dbm_memory__unbound() RETURNS BOOLEAN
-    NOT DETERMINISTIC NO SQL SQL SECURITY DEFINER
-    -- the API's definer and the installing account are not bound (they reach the tables directly)
-    RETURN CAST(SUBSTRING_INDEX(USER(), '@', 1) AS BINARY) IN (CAST(SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AS BINARY))//
-
 CREATE PROCEDURE dbm_memory__check_identity(IN p_store_id BIGINT, IN p_store_key VARCHAR(1000) CHARACTER SET utf8mb4)
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE v_user TEXT CHARACTER SET utf8mb4 DEFAULT CAST(@dbm_memory_user_id AS CHAR CHARACTER SET utf8mb4);
     IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
-       AND NOT dbm_memory__unbound()
        AND (v_user IS NULL OR v_user = ''
             OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
                <> CAST(v_user AS BINARY)) THEN

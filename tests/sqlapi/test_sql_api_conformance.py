@@ -645,6 +645,7 @@ def test_open_store_creates_the_row_python_would_with_the_configured_caps(
     reset_tables(server_engine)
     configure()
     with server_engine.begin() as c:
+        api.serve(c, "u1")  # the one user-scope store of OPENED
         ids_sql = [api.open(c, **p) for p in OPENED]
         assert ids_sql == [api.open(c, **p) for p in OPENED]
         assert ids_sql == [resolve_store_id(c, **p) for p in OPENED]

@@ -32,6 +32,7 @@ def test_a_fractional_store_id_is_refused_and_writes_nothing(
 ) -> None:
     with server_engine.begin() as c:
         for user in ("u5", "u6"):  # stores 5 and 6, or whatever ids they get, side by side
+            api.serve(c, user)
             sid = api.open(c, scope="user", agent_code="HOLES", user_id=user)
             api.put(c, sid, "/memories/own.md", user)
     before = _file_count(server_engine)

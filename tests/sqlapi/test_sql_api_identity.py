@@ -4,6 +4,7 @@ walk is in test_sql_api_privileges.py)."""
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 
@@ -16,6 +17,8 @@ from dbmemory.cli import app
 from dbmemory.db import migrate
 from dbmemory.db.engine import create_engine
 from dbmemory.sqlgen.api_common import derived_role_base
+from dbmemory.sqlgen.deploy import mysql_definer_account
+from dbmemory.sqlgen.mysql.api import RETIRED, mysql_uninstall
 from dbmemory.sqlgen.oracle.api import oracle_statements
 from sql_api_client import code_of
 
@@ -61,52 +64,74 @@ def _walk(cursor: object, identity: str | None) -> set[str]:
     return seen
 
 
+def _installed_with_three_users(url: URL) -> sa.engine.Engine:
+    """Migrate ``url``, install the API with its roles, and write one secret into the stores of
+    alice, bob and carol (stores 1, 2, 3) as the installer, each user named first."""
+    engine = create_engine(url)
+    migrate.upgrade(engine)
+    plain = url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
+    assert result.exit_code == 0, result.output
+    with engine.connect() as c:  # the installer is bound too: it names each user
+        c.exec_driver_sql("START TRANSACTION")
+        for user in ("alice", "bob", "carol"):
+            c.exec_driver_sql(f"SET @dbm_memory_user_id = '{user}'")
+            c.exec_driver_sql(_OPEN.replace("%s", f"'{user}'"))
+            c.exec_driver_sql(
+                f"CALL dbm_memory_put_file(@s, '/memories/secret.md', '{user} secret', NULL, @v)")
+        c.exec_driver_sql("COMMIT")
+    return engine
+
+
+_ALICE = {"alice secret", "/memories/secret.md", "wrote 1", "deleted 1", "cleared 1", "ran 1",
+          "resolved alice", "opened alice"}  # alice's store is the first one created
+
+
+def _walks(connect: Callable[[], object]) -> dict[str | None, set[str]]:
+    """The walk on a fresh connection per identity (alice, unset, empty), rolled back."""
+    seen: dict[str | None, set[str]] = {}
+    for identity in ("alice", None, ""):
+        raw = connect()
+        try:
+            cursor = raw.cursor()  # type: ignore[attr-defined]
+            cursor.execute("START TRANSACTION")
+            seen[identity] = _walk(cursor, identity)
+            raw.rollback()  # type: ignore[attr-defined]
+        finally:
+            raw.close()  # type: ignore[attr-defined]
+    return seen
+
+
+def _raw(url: URL, **extra: object) -> Callable[[], object]:
+    import pymysql
+
+    def connect() -> object:
+        return pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                               password=url.password or "", database=url.database, **extra)
+
+    return connect
+
+
 def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
     server_name: str, make_empty_database: Callable[[], URL]
 ) -> None:
     if server_name != "mysql":
         pytest.skip("MariaDB/MySQL's user variable (PostgreSQL's walk: test_sql_api_privileges)")
     url = make_empty_database()
-    engine = create_engine(url)
     base = derived_role_base(url.database or "")
     login = f"{base}_lu"
+    engine = _installed_with_three_users(url)
     try:
-        migrate.upgrade(engine)
-        plain = url.render_as_string(hide_password=False)
-        result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
-        assert result.exit_code == 0, result.output
-        with engine.connect() as c:  # the installer's side: three users' stores (not bound)
-            c.exec_driver_sql("START TRANSACTION")
-            for user in ("alice", "bob", "carol"):
-                c.exec_driver_sql(_OPEN.replace("%s", f"'{user}'"))
-                c.exec_driver_sql(
-                    f"CALL dbm_memory_put_file(@s, '/memories/secret.md', '{user} secret', NULL, @v)")
-            c.exec_driver_sql("COMMIT")
+        with engine.begin() as c:
             c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
             c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
             c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
-        caller = create_engine(url.set(username=login, password=None))
-        seen: dict[str | None, set[str]] = {}
-        try:
-            for identity in ("alice", None, ""):
-                with caller.connect() as c:
-                    raw = c.connection.dbapi_connection
-                    cursor = raw.cursor()
-                    cursor.execute("START TRANSACTION")
-                    seen[identity] = _walk(cursor, identity)
-                    raw.rollback()
-        finally:
-            caller.dispose()
-        alice = 1  # the first store created
-        assert seen["alice"] == {
-            "alice secret", "/memories/secret.md", f"wrote {alice}", f"deleted {alice}", f"cleared {alice}",
-            f"ran {alice}",
-            "resolved alice", "opened alice"}, seen["alice"]
+        seen = _walks(_raw(url.set(username=login, password=None)))
+        assert seen["alice"] == _ALICE, seen["alice"]
         assert seen[None] == set() and seen[""] == set()
-        with engine.connect() as c:  # the refusal names the variable, as PostgreSQL's its setting
-            c.exec_driver_sql("SET @dbm_memory_user_id = 'bob'")
-            assert c.exec_driver_sql("SELECT dbm_memory_get_file(1, '/memories/secret.md')").scalar() \
-                == "alice secret"  # the installer is not bound
+        # the installer is bound as well: no login is recognised by a name
+        installer = _walks(_raw(url))
+        assert installer["alice"] == _ALICE and installer[None] == set() and installer[""] == set()
         probe = create_engine(url.set(username=login, password=None))
         try:
             with probe.connect() as c, pytest.raises(sa.exc.DBAPIError) as caught:
@@ -120,6 +145,89 @@ def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
         finally:
             probe.dispose()
         _expire_one_store_is_bound(engine, url, base)
+    finally:
+        engine.dispose()
+
+
+def test_a_login_that_sends_the_installers_or_the_owners_name_is_bound(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    """USER() is the name the client sent: an anonymous account (``''@host``, the user role
+    only) logs in with any name, the installer's or the definer's included. It reaches alice's
+    store only with alice named, and its audit rows record the name it sent."""
+    if server_name != "mysql":
+        pytest.skip("MariaDB/MySQL's accounts")
+    url = make_empty_database()
+    base = derived_role_base(url.database or "")
+    host = f"127.0.{random.randint(1, 250)}.{random.randint(2, 250)}"  # loopback, this test's own
+    engine = _installed_with_three_users(url)
+    try:
+        with engine.begin() as c:
+            c.exec_driver_sql(f"CREATE USER ''@'{host}' IDENTIFIED BY 'anon-pw'")
+            c.exec_driver_sql(f"GRANT {base}_user TO ''@'{host}'")
+            c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR ''@'{host}'")
+        try:
+            written: set[str] = set()
+            for n, claimed in enumerate((url.username or "root", f"{base}_owner")):
+                connect = _raw(url.set(username=claimed, password="anon-pw"), bind_address=host)
+                raw = connect()
+                try:
+                    cursor = raw.cursor()  # type: ignore[attr-defined]
+                    cursor.execute("SELECT USER(), CURRENT_USER()")
+                    assert cursor.fetchone() == (f"{claimed}@{host}", f"@{host}")  # anonymous
+                    cursor.execute("START TRANSACTION")
+                    cursor.execute("SET @dbm_memory_user_id = 'alice'")
+                    cursor.execute(f"CALL dbm_memory_put_file(1, '/memories/a{n}.md', 'x', 'anon', @v)")
+                    raw.commit()  # type: ignore[attr-defined]
+                finally:
+                    raw.close()  # type: ignore[attr-defined]
+                written.add(f"/memories/a{n}.md")
+                seen = _walks(connect)
+                assert seen["alice"] == _ALICE | written, (claimed, seen["alice"])
+                assert seen[None] == set() and seen[""] == set(), claimed
+                with engine.connect() as c:
+                    who = c.exec_driver_sql(
+                        "SELECT session_user_name FROM dbm_audit_events WHERE actor_name = 'anon'"
+                        " ORDER BY event_id DESC LIMIT 1").scalar()
+                assert who == f"{claimed}@{host}"  # the name sent, not the account authenticated
+        finally:
+            with engine.begin() as c:
+                c.exec_driver_sql(f"DROP USER IF EXISTS ''@'{host}'")
+    finally:
+        engine.dispose()
+
+
+def test_installing_again_drops_the_retired_name_exemption_and_its_grant(
+    server_name: str, make_empty_database: Callable[[], URL]
+) -> None:
+    """An install made before every caller was bound has ``dbm_memory__unbound`` (granted to
+    the definer): install-api drops it (routine and grant), and uninstall-api would too."""
+    if server_name != "mysql":
+        pytest.skip("MariaDB/MySQL's routines")
+    url = make_empty_database()
+    engine = _installed_with_three_users(url)
+    owner = mysql_definer_account(url.database or "")
+    plain = url.render_as_string(hide_password=False)
+    try:
+        with engine.begin() as c:  # what an earlier install left behind
+            c.exec_driver_sql(f"CREATE DEFINER = {owner} FUNCTION dbm_memory__unbound() RETURNS BOOLEAN"
+                              " NO SQL SQL SECURITY DEFINER RETURN TRUE")
+            c.exec_driver_sql(f"GRANT EXECUTE ON FUNCTION dbm_memory__unbound TO {owner}")
+
+        def left() -> tuple[int, list[str]]:
+            with engine.connect() as c:
+                n = c.exec_driver_sql(
+                    "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA ="
+                    " DATABASE() AND ROUTINE_NAME = 'dbm_memory__unbound'").scalar()
+                grants = [str(r[0]) for r in c.exec_driver_sql(f"SHOW GRANTS FOR {owner}")]
+            return int(n or 0), [g for g in grants if "dbm_memory__unbound" in g]
+
+        assert left()[0] == 1 and left()[1]
+        result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
+        assert result.exit_code == 0, result.output
+        assert left() == (0, [])
+        assert ("FUNCTION", "dbm_memory__unbound") in RETIRED
+        assert "DROP FUNCTION IF EXISTS dbm_memory__unbound" in mysql_uninstall()
     finally:
         engine.dispose()
 

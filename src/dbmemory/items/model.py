@@ -147,7 +147,8 @@ class AuditEvent:
         detail: short content-free detail (a setting's name and values, a class), or None.
         session_user: the database login of the session that wrote the row, filled by the
             database (PostgreSQL ``session_user``; MySQL/MariaDB ``USER()``,
-            ``user@client-host``; Oracle ``SESSION_USER``): the account of the application or
+            ``user@client-host``, the name the client sent, which an anonymous account does
+            not check; Oracle ``SESSION_USER``): the account of the application or
             administrator, not data of the memory user. None on SQLite (no logins) and for
             events written before the column existed.
     """

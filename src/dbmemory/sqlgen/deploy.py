@@ -175,7 +175,7 @@ def install_api(
         account: str | None = mysql_definer_account(str(database))
         try:
             _run(engine, _plain(mysql_definer_setup(str(account), str(database))))
-            _run(engine, _plain(mysql_statements(account, str(me).rsplit("@", 1)[0])))
+            _run(engine, _plain(mysql_statements(account)))
         except engine.dialect.loaded_dbapi.Error as exc:  # the raw driver's error
             notes.append(
                 f"{me} may not create the locked definer account {account} or name it as "

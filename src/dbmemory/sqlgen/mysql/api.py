@@ -37,7 +37,6 @@ from dbmemory.sqlgen.mysql.rules import (
     P,
     U,
     q,
-    unbound,
 )
 from dbmemory.sqlgen.mysql.tool import TOOL
 
@@ -50,6 +49,7 @@ __all__ = [
     "mysql_definer_execute",
     "MYSQL_TABLES",
     "ROUTINES",
+    "RETIRED",
 ]
 
 
@@ -203,7 +203,6 @@ _BODIES = [
     ("PROCEDURE", f"{P}_check_component", COMPONENT),
     ("PROCEDURE", f"{P}_check_path", PATH),
     ("PROCEDURE", f"{P}_check_store_id", CHECK_ID),
-    ("FUNCTION", f"{P}_unbound", unbound()),
     ("PROCEDURE", f"{P}_check_identity", IDENTITY),
     ("PROCEDURE", f"{P}_refuse_reserved", RESERVED_CHECK[0]),
     ("PROCEDURE", f"{P}_check_reachable", RESERVED_CHECK[1]),
@@ -235,18 +234,21 @@ MYSQL_TABLES: tuple[str, ...] = tuple(sorted(
 """The tables the routines read and write: the definer account's DML rights."""
 
 
-def mysql_statements(definer: str | None = None, installer: str | None = None) -> list[str]:
-    """The statements that (re)create the routines, for a driver, in order.
+RETIRED: tuple[tuple[str, str], ...] = (("FUNCTION", f"{P}_unbound"),)
+"""``(PROCEDURE|FUNCTION, name)`` of routines earlier versions installed and this one does not:
+installing and uninstalling drop them (``{P}_unbound`` exempted logins from the binding to their
+stores by the user name the client sent)."""
+
+
+def mysql_statements(definer: str | None = None) -> list[str]:
+    """The statements that (re)create the routines, for a driver, in order (the
+    :data:`RETIRED` ones dropped first).
 
     ``definer``: an account (``'name'@'host'``, already quoted) every routine runs as
     (``CREATE DEFINER = ...``); None: the installing account (MySQL's default).
-    ``installer``: the user name of the installing account, not bound to a user's stores (see
-    :func:`dbmemory.sqlgen.mysql.rules.unbound`; the definer never is).
     """
-    out: list[str] = []
+    out: list[str] = [f"DROP {kind} IF EXISTS {name}" for kind, name in RETIRED]
     for kind, name, body in _BODIES:
-        if name == f"{P}_unbound":
-            body = unbound(installer)
         if definer is not None:
             body = body.replace("CREATE ", f"CREATE DEFINER = {definer} ", 1)
         out += [f"DROP {kind} IF EXISTS {name}", body]
@@ -275,7 +277,8 @@ def mysql_definer_execute(account: str) -> list[str]:
 
 def mysql_script_body() -> str:
     """The routines for the mysql client (``DELIMITER //``)."""
-    drops = "\n".join(f"DROP {kind} IF EXISTS {name};" for kind, name, _ in _BODIES)
+    drops = "\n".join(f"DROP {kind} IF EXISTS {name};"
+                      for kind, name in (*RETIRED, *((k, n) for k, n, _ in _BODIES)))
     bodies = "\n\n".join(body + "//" for _, _, body in _BODIES)
     return f"{drops}\n\nDELIMITER //\n{bodies}\nDELIMITER ;\n"
 
@@ -295,5 +298,6 @@ def mysql_grants(role: str | None, admin_role: str | None = None) -> list[str]:
 
 
 def mysql_uninstall() -> list[str]:
-    """Drop every routine of the API."""
-    return [f"DROP {kind} IF EXISTS {name}" for kind, name, _ in reversed(_BODIES)]
+    """Drop every routine of the API (and the :data:`RETIRED` ones)."""
+    return [f"DROP {kind} IF EXISTS {name}" for kind, name, _ in reversed(_BODIES)] + [
+        f"DROP {kind} IF EXISTS {name}" for kind, name in RETIRED]

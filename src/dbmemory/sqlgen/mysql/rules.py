@@ -34,7 +34,6 @@ __all__ = [
     "shown",
     "RESERVED_CHECK",
     "IDENTITY_VARIABLE",
-    "unbound",
     "IDENTITY",
     "audit",
     "CAPS_AND_STORE_ROW",
@@ -243,28 +242,16 @@ IDENTITY_VARIABLE = "@dbm_memory_user_id"
 routine reads the calling session's user variables."""
 
 
-def unbound(installer: str | None = None) -> str:
-    """``{P}_unbound()``: whether the calling login is not bound to a user's stores, by user
-    name: the routines' definer (``CURRENT_USER()`` inside a definer routine) and ``installer``
-    (the account that ran ``install-api``, which reads the tables directly anyway). ``USER()``
-    is the session's login whatever the routine's definer."""
-    names = "CAST(SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AS BINARY)"
-    if installer:
-        names += f", CAST({q(installer)} AS BINARY)"
-    return f"""CREATE FUNCTION {P}_unbound() RETURNS BOOLEAN
-    NOT DETERMINISTIC NO SQL SQL SECURITY DEFINER
-    -- the API's definer and the installing account are not bound (they reach the tables directly)
-    RETURN CAST(SUBSTRING_INDEX(USER(), '@', 1) AS BINARY) IN ({names})"""
-
-
 # callers bound to their stores: a user-scope store (user:<agent>:<user>) is reachable only when
-# the session's @dbm_memory_user_id is its user, unless the login is not bound ({P}_unbound)
+# the session's @dbm_memory_user_id is its user, whoever calls. No login is exempt: inside a
+# definer routine CURRENT_USER() is the definer, and USER() is the name the client sent (an
+# anonymous account's login may send any name), so a routine cannot tell who authenticated; the
+# owner and the installer read the tables directly, or name the user like any caller
 IDENTITY = f"""CREATE PROCEDURE {P}_check_identity(IN p_store_id BIGINT, IN p_store_key VARCHAR(1000) {U})
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE v_user TEXT {U} DEFAULT CAST({IDENTITY_VARIABLE} AS CHAR CHARACTER SET utf8mb4);
     IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
-       AND NOT {P}_unbound()
        AND (v_user IS NULL OR v_user = ''
             OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
                <> CAST(v_user AS BINARY)) THEN

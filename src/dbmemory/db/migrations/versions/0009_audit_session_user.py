@@ -7,12 +7,14 @@ Revises: 0008
 database itself, as the column's default, for every row whose ``INSERT`` does not name it: the
 rows of the Python API, of the in-database API (its definer routines included), of the episode
 trigger and of the scheduled expiry alike. ``actor_name`` stays the text the caller passes; this
-column is the login the database authenticated:
+column is the session's login, as the database names it:
 
 * PostgreSQL ``session_user`` (the login, also inside a ``SECURITY DEFINER`` function, whose
   ``current_user`` is its owner);
 * MySQL/MariaDB ``USER()``, ``user@client-host`` (the login, also inside a ``SQL SECURITY
-  DEFINER`` routine or a trigger, whose ``CURRENT_USER()`` is its definer);
+  DEFINER`` routine or a trigger, whose ``CURRENT_USER()`` is its definer): the user name the
+  client sent, the authenticated one unless the account is anonymous (``''@host`` accepts any
+  name);
 * Oracle ``SYS_CONTEXT('USERENV', 'SESSION_USER')`` (compiled and reviewed, never run here);
 * SQLite: none (no logins): the column stays NULL.
 
