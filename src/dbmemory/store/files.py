@@ -38,6 +38,7 @@ from dbmemory.core.arguments import check_arguments, check_store
 from dbmemory.core.clock import utcnow
 from dbmemory.core.model import Caps, FileRecord, StoreRef
 from dbmemory.core.paths import ancestors, normalize_path, path_hash
+from dbmemory.db import raw
 from dbmemory.db.dialect.writes import counted_file_update, guarded_create, insert_returns_id
 from dbmemory.errors import (
     AlreadyExistsError,
@@ -573,6 +574,6 @@ def _write_text(
         audit(conn, [event])
         return
     stmt, params = update_file_params(store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
-    if conn.execute(stmt, params).rowcount != 1:
+    if raw.row_count(conn, stmt, params) != 1:
         raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
     audit_write(conn, store_id, [event], 0, grow)
