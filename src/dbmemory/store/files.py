@@ -121,7 +121,8 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
         raise InvalidArgumentError(
             f"{what} contains a NUL character (U+0000), which cannot be stored: remove it"
         )
-    surrogate = _SURROGATE.search(text)  # no 4x copy of a large text, unlike encode()
+    # str.isascii() is O(1) and an ASCII text has no surrogate; else a scan, not encode()'s copy
+    surrogate = None if text.isascii() else _SURROGATE.search(text)
     if surrogate is not None:
         raise InvalidArgumentError(
             f"{what} contains an invalid character at position {surrogate.start()} (a lone "
