@@ -51,6 +51,11 @@ def _edits(tool: MemoryTool, conn: Connection) -> None:
         with conn.begin():
             out = tool.execute({"command": "insert", "path": path, "insert_line": 1, "insert_text": "x"})
             assert not out.startswith("Error"), out
+    with conn.begin():
+        out = tool.execute({"command": "rename", "old_path": NAMES[1], "new_path": "/memories/_%/ü_.md"})
+        assert not out.startswith("Error"), out
+    with conn.begin():
+        assert not tool.execute({"command": "delete", "path": NAMES[2]}).startswith("Error")
 
 
 def test_an_edit_writes_the_rows_sqlalchemy_writes(engine: Engine) -> None:
@@ -73,7 +78,7 @@ def test_an_edit_writes_the_rows_sqlalchemy_writes(engine: Engine) -> None:
         _edits(MemoryTool.for_store(conn, CODE), conn)
         got = _state(conn)
     assert got == want
-    assert len(got[2]) == 3 * len(NAMES)
+    assert len(got[2]) == 3 * len(NAMES) + 2
 
 
 def test_an_edit_rolls_back_with_the_callers_transaction_and_savepoint(engine: Engine) -> None:
@@ -100,9 +105,10 @@ def test_an_edit_rolls_back_with_the_callers_transaction_and_savepoint(engine: E
 
 
 def test_on_sqlite_an_edits_writes_bypass_sqlalchemys_execute(engine: Engine) -> None:
-    """SQLite: none of an edit's statements goes through ``Connection.execute`` (a
-    ``before_execute`` listener would see it): the store-and-file lock, the file update, the
-    counters and the audit row run on the driver's cursor."""
+    """SQLite: none of the statements of an edit or a delete goes through
+    ``Connection.execute`` (a ``before_execute`` listener would see it): the store-and-file
+    lock, the file update or delete, the counters and the audit row run on the driver's
+    cursor."""
     if engine.dialect.name != "sqlite":
         return  # the servers' round trip dwarfs SQLAlchemy's cost: everything on SQLAlchemy
     with engine.connect() as conn:
@@ -115,8 +121,14 @@ def test_on_sqlite_an_edits_writes_bypass_sqlalchemys_execute(engine: Engine) ->
             seen.append(str(clause).split()[0])
 
         sa.event.listen(conn, "before_execute", listener)
-        with conn.begin():
-            out = tool.execute({"command": "str_replace", "path": NAMES[0], "old_str": "two", "new_str": "2"})
+        outs = []
+        for args in (
+            {"command": "str_replace", "path": NAMES[0], "old_str": "two", "new_str": "2"},
+            {"command": "insert", "path": NAMES[0], "insert_line": 0, "insert_text": "x"},
+            {"command": "delete", "path": NAMES[0]},
+        ):
+            with conn.begin():
+                outs.append(tool.execute(args))
         sa.event.remove(conn, "before_execute", listener)
-        assert not out.startswith("Error"), out
+        assert not any(out.startswith("Error") for out in outs), outs
         assert [s for s in seen if s != "SAVEPOINT" and s != "RELEASE"] == []

@@ -223,10 +223,10 @@ def _create_claimed(
     params: dict[str, Any] = {"p_sid": store_id, "p_chars": len(text), "p_now": now}
     if key is not None:
         params["p_key"] = key
-        claimed = conn.execute(st.CLAIM_FILE_SLOT_BY_KEY, params)
+        claimed = raw.row_count(conn, st.CLAIM_FILE_SLOT_BY_KEY, params)
     else:
-        claimed = conn.execute(st.CLAIM_FILE_SLOT, params)
-    if claimed.rowcount != 1:
+        claimed = raw.row_count(conn, st.CLAIM_FILE_SLOT, params)
+    if claimed != 1:
         return None
     ph = path_hash(path)
     stmt, values = insert_file_if_free_params(
