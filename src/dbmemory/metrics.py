@@ -96,6 +96,7 @@ class MemoryMetrics:
         )
 
         registry = self.registry = registry if registry is not None else shared_registry()
+        self._children: dict[tuple[str, bool], tuple[Any, Any]] = {}
         tool = {"namespace": namespace, "subsystem": "tool", "registry": registry}
         expiry = {"namespace": namespace, "subsystem": "expiry", "registry": registry}
         self.commands = Counter(
@@ -118,8 +119,15 @@ class MemoryMetrics:
     def command(self, command: str, error_code: str | None, seconds: float) -> None:
         """Count one tool command (``error_code`` None: it succeeded)."""
         name = _closed(command, COMMANDS)
-        self.commands.labels(name, "ok" if error_code is None else "error").inc()
-        self.command_seconds.labels(name).observe(max(0.0, seconds))
+        key = (name, error_code is None)
+        children = self._children.get(key)
+        if children is None:  # the labelled series, looked up once per command and outcome
+            children = self._children[key] = (
+                self.commands.labels(name, "ok" if error_code is None else "error"),
+                self.command_seconds.labels(name),
+            )
+        children[0].inc()
+        children[1].observe(max(0.0, seconds))
         if error_code is not None:
             self.errors.labels(_closed(error_code, ERROR_CODES)).inc()
 

@@ -248,7 +248,7 @@ def check_text(
         )
     if "\x00" in value:
         raise InvalidArgumentError(f"{name} contains a NUL character (U+0000): remove it")
-    surrogate = _SURROGATE.search(value)
+    surrogate = None if value.isascii() else _SURROGATE.search(value)
     if surrogate is not None:
         raise InvalidArgumentError(
             f"{name} contains a lone surrogate at position {surrogate.start()}, which is not "

@@ -1,4 +1,4 @@
-"""Hot read statements run on the DB-API cursor, behind the same statement objects.
+"""Hot statements run on the DB-API cursor, behind the same statement objects.
 
 SQLAlchemy's ``Connection.execute`` costs ~40-50 µs per statement on SQLite against ~7 µs for
 the statement itself on ``sqlite3``'s cursor. The reads of the MEMORY tool's ``view`` (a
@@ -7,7 +7,9 @@ directory's listing, a file read, and the touch a read records on SQLite) go thr
 :func:`dbmemory.db.dialect.base.raw_reads` allows it, the statement object of
 :mod:`dbmemory.store.statements.reads` is compiled once per dialect into its SQL text, the order of its
 parameters with their bind processors and the result processors of its columns, and run on
-``driver_connection(conn)``. Everywhere else (and whenever the raw path is not
+``driver_connection(conn)``. An edit's writes on SQLite take the same path through
+:func:`row_count` (the file update, the store counters and a single audit row: their SQL never
+binds a LIKE or GLOB pattern, so SQLite never prepares them again per run). Everywhere else (and whenever the raw path is not
 exactly what ``conn.execute`` would do) the same statement runs through ``conn.execute``.
 
 Same transaction: the raw path is taken only when ``conn`` is in a transaction SQLAlchemy began
@@ -32,7 +34,7 @@ order on both paths (:func:`columns` gives the positions by name).
 Same errors: on a driver error the statement runs again through ``conn.execute`` (a failed
 SQLite statement changed nothing and left the transaction as it was), so SQLAlchemy's error
 wrapping, ``handle_error`` events and invalidation happen as if the raw path had never been
-tried. Only when the failed statement writes (a touch) and SQLite has ended the transaction
+tried. Only when the failed statement writes (a touch, an edit) and SQLite has ended the transaction
 with it is the statement not run again (it would run on its own, outside the caller's
 transaction): the driver error is raised wrapped as SQLAlchemy wraps it.
 

@@ -14,10 +14,12 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from dbmemory.core.clock import utcnow
+from dbmemory.db import raw
+from dbmemory.db.dialect.base import raw_reads
 from dbmemory.db.dialect.outcome import note_audit_row
 from dbmemory.db.dialect.writes import store_bump
 from dbmemory.store.statements import reads as st
-from dbmemory.store.statements.writes import INSERT_AUDIT, INSERT_AUDIT_ADJUST
+from dbmemory.store.statements.writes import INSERT_AUDIT, INSERT_AUDIT_ADJUST, INSERT_AUDIT_ONE
 
 __all__ = [
     "audit",
@@ -30,6 +32,10 @@ def audit(conn: Connection, events: Sequence[dict[str, Any]]) -> None:
     if not events:
         return
     rows = _audit_rows(events, utcnow())
+    if len(rows) == 1 and raw_reads(conn):  # SQLite: one event on the driver's cursor
+        raw.row_count(conn, INSERT_AUDIT_ONE, {f"p_a_{k}": v for k, v in rows[0].items()})
+        note_audit_row(conn, None, rows)  # the result is read on MySQL/MariaDB only
+        return
     note_audit_row(conn, conn.execute(INSERT_AUDIT, rows), rows)
 
 
@@ -70,7 +76,7 @@ def audit_write(
         params.update({f"p_a_{k}": v for k, v in row.items()})
         note_audit_row(conn, conn.execute(INSERT_AUDIT_ADJUST, params), row)
         return
-    conn.execute(st.ADJUST_STORE, {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now})
+    raw.row_count(conn, st.ADJUST_STORE, {"p_sid": store_id, "p_df": files, "p_dc": chars, "p_now": now})
     audit(conn, events)
 
 

@@ -38,6 +38,7 @@ from dbmemory.core.arguments import check_arguments, check_store
 from dbmemory.core.clock import utcnow
 from dbmemory.core.model import Caps, FileRecord, StoreRef
 from dbmemory.core.paths import ancestors, normalize_path, path_hash
+from dbmemory.db import raw
 from dbmemory.db.dialect.writes import counted_file_update, guarded_create, insert_returns_id
 from dbmemory.errors import (
     AlreadyExistsError,
@@ -120,7 +121,8 @@ def validate_text(text: object, *, what: str = "file text", max_chars: int | Non
         raise InvalidArgumentError(
             f"{what} contains a NUL character (U+0000), which cannot be stored: remove it"
         )
-    surrogate = _SURROGATE.search(text)  # no 4x copy of a large text, unlike encode()
+    # str.isascii() is O(1) and an ASCII text has no surrogate; else a scan, not encode()'s copy
+    surrogate = None if text.isascii() else _SURROGATE.search(text)
     if surrogate is not None:
         raise InvalidArgumentError(
             f"{what} contains an invalid character at position {surrogate.start()} (a lone "
@@ -221,10 +223,10 @@ def _create_claimed(
     params: dict[str, Any] = {"p_sid": store_id, "p_chars": len(text), "p_now": now}
     if key is not None:
         params["p_key"] = key
-        claimed = conn.execute(st.CLAIM_FILE_SLOT_BY_KEY, params)
+        claimed = raw.row_count(conn, st.CLAIM_FILE_SLOT_BY_KEY, params)
     else:
-        claimed = conn.execute(st.CLAIM_FILE_SLOT, params)
-    if claimed.rowcount != 1:
+        claimed = raw.row_count(conn, st.CLAIM_FILE_SLOT, params)
+    if claimed != 1:
         return None
     ph = path_hash(path)
     stmt, values = insert_file_if_free_params(
@@ -573,6 +575,6 @@ def _write_text(
         audit(conn, [event])
         return
     stmt, params = update_file_params(store_id, old.file_id, text, old.version, now, expiry_exempt=expiry_exempt)
-    if conn.execute(stmt, params).rowcount != 1:
+    if raw.row_count(conn, stmt, params) != 1:
         raise ConflictError(f"{old.path} changed while it was being {doing}: retry")
     audit_write(conn, store_id, [event], 0, grow)

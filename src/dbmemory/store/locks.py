@@ -10,6 +10,7 @@ first (:func:`lock_store`, :func:`lock_store_caps`, :func:`lock_store_and_file`,
 
 from __future__ import annotations
 
+from collections import namedtuple
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +23,8 @@ from dbmemory.core.clock import utcnow
 from dbmemory.core.keys import parse_store_key
 from dbmemory.core.model import Caps, FileInfo, FileRecord, StoreRef
 from dbmemory.core.paths import ROOT, ancestors, is_root, path_hash
+from dbmemory.db import raw
+from dbmemory.db.dialect.base import raw_reads
 from dbmemory.db.dialect.errors import (
     serialization_failure,
     statement_timeout,
@@ -176,12 +179,35 @@ Counts = tuple[int, int]
 """A locked store row's counters: ``(file_count, total_chars)`` (revision 0004)."""
 
 
+def _row_type(stmt: Any) -> Any:
+    """A tuple type for the rows of ``stmt`` read on the driver's cursor, with the attribute
+    and ``_mapping`` access of SQLAlchemy's ``Row`` that the writers use."""
+
+    class _LockedRow(namedtuple("_LockedRow", list(raw.columns(stmt)))):  # type: ignore[misc]
+        __slots__ = ()
+
+        @property
+        def _mapping(self) -> dict[str, Any]:
+            return dict(zip(self._fields, self, strict=True))
+
+    return _LockedRow
+
+
+_RAW_LOCKS = {stmt: _row_type(stmt) for stmt in (st.LOCK_STORE_AND_FILE, st.LOCK_STORE_WITH_FILE)}
+"""The store-and-file locks SQLite runs on the driver's cursor (:mod:`dbmemory.db.raw`; SQLite
+has no row locks: the write transaction's ``BEGIN IMMEDIATE`` holds the database's)."""
+
+
 def _locking(conn: Connection, stmt: Any, params: dict[str, Any], what: str) -> Any:
     """Run the locking read ``stmt`` and return its first row; a statement the database
     cancelled at its time limit while it waited (another writer held the lock) becomes a
     :class:`~dbmemory.errors.StorageError` with code ``statement_timeout`` naming ``what``
     was locked and the limit. Other errors go up unchanged (the write unit reads them)."""
     try:
+        row_type = _RAW_LOCKS.get(stmt)
+        if row_type is not None and raw_reads(conn):
+            found = raw.first_row(conn, stmt, params)
+            return None if found is None else row_type._make(found)
         return conn.execute(stmt, params).first()
     except sa.exc.DBAPIError as exc:
         if statement_timeout(exc) is None:

@@ -19,6 +19,8 @@ from dbmemory.core.arguments import check_arguments, check_store
 from dbmemory.core.clock import utcnow
 from dbmemory.core.model import StoreRef
 from dbmemory.core.paths import ROOT, is_root, normalize_path, path_hash
+from dbmemory.db import raw
+from dbmemory.db.dialect.base import raw_reads
 from dbmemory.db.dialect.outcome import note_audit_row
 from dbmemory.db.dialect.writes import counted_file_update, current_read, delete_uncounts_first
 from dbmemory.errors import AlreadyExistsError, ConflictError, InvalidPathError, NotFoundError
@@ -71,22 +73,24 @@ def _delete_uncounted_first(
         stmt = UNCOUNT_FILE_JOIN_BY_KEY if kind == "join" else UNCOUNT_FILE_SUBQUERY_BY_KEY
     else:
         stmt = UNCOUNT_FILE_JOIN if kind == "join" else UNCOUNT_FILE_SUBQUERY
-    if conn.execute(stmt, params).rowcount < 1:  # 2 where the file row counts as matched
+    if raw.row_count(conn, stmt, params) < 1:  # 2 where the file row counts as matched
         return False
-    audited = conn.execute(
-        INSERT_AUDIT_OF_FILE,
-        {
-            "p_sid": store_id,
-            "p_ph": ph,
-            "p_action": "delete",
-            "p_actor": (actor or "unknown")[:500],
-            "p_now": now,
-        },
-    )
+    audit_params = {
+        "p_sid": store_id,
+        "p_ph": ph,
+        "p_action": "delete",
+        "p_actor": (actor or "unknown")[:500],
+        "p_now": now,
+    }
+    audited = None  # the result is read on MySQL/MariaDB only; SQLite: the driver's cursor
+    if raw_reads(conn):
+        raw.row_count(conn, INSERT_AUDIT_OF_FILE, audit_params)
+    else:
+        audited = conn.execute(INSERT_AUDIT_OF_FILE, audit_params)
     note_audit_row(conn, audited, {
         "created_at": now, "action_name": "delete", "actor_name": (actor or "unknown")[:500], "store_id": store_id,
     })
-    if conn.execute(DELETE_FILE_AT, {"p_sid": store_id, "p_ph": ph}).rowcount != 1:
+    if raw.row_count(conn, DELETE_FILE_AT, {"p_sid": store_id, "p_ph": ph}) != 1:
         raise ConflictError(f"deleting {path} could not be completed: retry")  # lock bypassed
     return True
 
@@ -311,7 +315,8 @@ def _apply_moves(
     now = utcnow()
     counted = len(moves) == 1 and counted_file_update(conn)
     for file_id, _old, target, version, _chars in moves:
-        conn.execute(
+        raw.row_count(
+            conn,
             MOVE_FILE_COUNTED if counted else MOVE_FILE,
             {
                 "p_fid": file_id,

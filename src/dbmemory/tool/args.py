@@ -347,7 +347,7 @@ def _string(data: Mapping[str, object], name: str, command: str, expected: str) 
         raise ToolInputError(messages.wrong_type(name, _TEXT, value))
     if len(value) > MAX_TEXT_CHARS:
         raise ToolInputError(messages.text_too_long(name, len(value), MAX_TEXT_CHARS))
-    surrogate = _SURROGATE.search(value)
+    surrogate = None if value.isascii() else _SURROGATE.search(value)
     if surrogate is not None:
         raise ToolInputError(messages.surrogate_in_text(name, surrogate.start()))
     return value
@@ -359,7 +359,7 @@ def _check_written_text(name: str, value: str) -> str:
     index = value.find("\x00")
     if index != -1:
         raise ToolInputError(messages.nul_in_text(name, index))
-    surrogate = _SURROGATE.search(value)
+    surrogate = None if value.isascii() else _SURROGATE.search(value)
     if surrogate is not None:
         raise ToolInputError(messages.surrogate_in_text(name, surrogate.start()))
     return value

@@ -503,6 +503,11 @@ AUDIT_BUMP_COLUMNS = (
     "detail_text",
     "created_at",
 )
+INSERT_AUDIT_ONE = sa.insert(audit_events).values(
+    {name: bp(f"p_a_{name}", type_=audit_events.c[name].type) for name in AUDIT_BUMP_COLUMNS}
+)
+""":data:`INSERT_AUDIT` for one event, every column a parameter ``p_a_<column>`` (one SQL text
+whatever the values: SQLite runs it on the driver's cursor, :func:`dbmemory.db.raw.row_count`)."""
 INSERT_AUDIT_BUMP = (
     sa.insert(audit_events)
     .values({name: bp(f"p_a_{name}", type_=audit_events.c[name].type) for name in AUDIT_BUMP_COLUMNS})
