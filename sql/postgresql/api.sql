@@ -577,6 +577,11 @@ BEGIN
     SELECT true, f.body INTO v_found, v_body FROM @dbm_tables@.dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = dbm_memory._path_hash(p_path);
     IF v_found IS NULL THEN
+        -- a missing store is not a missing path (the writers' text: dbmemory.store.reads)
+        PERFORM 1 FROM @dbm_tables@.dbm_stores s WHERE s.store_id = p_store_id;
+        IF NOT FOUND THEN
+            PERFORM dbm_memory._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+        END IF;
         PERFORM dbm_memory._fail('not_found', format('the path %s does not exist', p_path));
     END IF;
     RETURN coalesce(v_body, '');

@@ -119,6 +119,13 @@ def test_ordinary_stores_and_missing_ids_behave_as_before(server_engine: Engine,
         missing = 10**12
         assert api.listing(c, missing) == []
         assert error_class(lambda: api.get(c, missing, "/memories/a.md")) is NotFoundError
+        # a missing store is not a missing path: the writers' text, as Python's get_file says
+        said = _message(lambda: api.get(c, missing, "/memories/a.md"))
+        assert f"store {missing} does not exist: check the store id" in said and "path" not in said
+        assert f"store {missing} does not exist: check the store id" in _message(
+            lambda: api.put(c, missing, "/memories/a.md", "x"))
+        assert "the path /memories/none.md does not exist" in _message(
+            lambda: api.get(c, shared, "/memories/none.md"))
         assert error_class(lambda: api.put(c, missing, "/memories/a.md", "x")) is NotFoundError
         assert api.expire(c, 30, missing) == 0
         c.rollback()

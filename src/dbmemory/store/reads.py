@@ -132,8 +132,9 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         InvalidPathError: invalid path.
         InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``; ``touch`` not
             a bool.
-        NotFoundError: no file at ``path`` (it may be a directory), or (``touch``) it was
-            removed between the read and its touch.
+        NotFoundError: no store ``store_id`` (``store N does not exist: check the store
+            id``); no file at ``path`` (it may be a directory), or (``touch``) it was removed
+            between the read and its touch.
         ConflictError: (``touch``) the touch waited too long for a running expiry: retry.
     """
     _v.check_connection(conn)
@@ -147,12 +148,24 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         except sa.exc.SQLAlchemyError as exc:
             raise translate_db_error(exc, f"reading {path}") from exc
         if found is None:
-            raise NotFoundError(f"the path {path} does not exist", code="not_found")
+            raise _missing(conn, store_id, path)
         return record(found)
     row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
     if row is None:
-        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+        raise _missing(conn, store_id, path)
     return _touched(conn, row, path)
+
+
+def _missing(conn: Connection, store_id: int, path: str) -> NotFoundError:
+    """The error for a read that found no file: a missing store is not a missing path (one
+    ``SELECT``, on a miss only; the writers' text for a store id that does not exist)."""
+    try:
+        exists = conn.execute(st.SELECT_STORE_KEY, {"p_sid": store_id}).first() is not None
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, f"reading {path}") from exc
+    if not exists:
+        return NotFoundError(f"store {store_id} does not exist: check the store id", code="not_found")
+    return NotFoundError(f"the path {path} does not exist", code="not_found")
 
 
 def _select_file(
