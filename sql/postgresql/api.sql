@@ -2633,6 +2633,9 @@ DECLARE
 BEGIN
     IF p_command ~ '(^|[^\\])(\\\\)*\\u0000' THEN
         PERFORM dbm_memory._check_reachable(p_store_id);
+        IF NOT EXISTS (SELECT 1 FROM @dbm_tables@.dbm_stores s WHERE s.store_id = p_store_id) THEN
+            PERFORM dbm_memory._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+        END IF;
         RETURN 'Error: ' || 'the command contains a NUL character (\u0000), which PostgreSQL cannot hold in text: remove it (no memory file may hold one)';
     END IF;
     BEGIN
