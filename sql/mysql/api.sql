@@ -433,6 +433,9 @@ CREATE PROCEDURE dbm_memory_list_files(IN p_store_id DECIMAL(65, 30))
 BEGIN
     -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
     CALL dbm_memory__check_reachable(p_store_id);
+    IF NOT EXISTS (SELECT 1 FROM dbm_stores WHERE store_id = p_store_id) THEN  -- not an empty store
+        CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
+    END IF;
     SELECT file_path AS path, char_count AS chars, version_no AS version,
            created_at, updated_at, last_accessed_at
       FROM dbm_files WHERE store_id = p_store_id

@@ -109,7 +109,7 @@ def test_every_by_id_call_refuses_a_reserved_store_and_writes_nothing(
         assert _snapshot(c) == before  # and nothing committed with it
 
 
-def test_ordinary_stores_and_missing_ids_behave_as_before(server_engine: Engine, api: SqlApi) -> None:
+def test_ordinary_stores_and_missing_ids(server_engine: Engine, api: SqlApi) -> None:
     _seed(server_engine)
     with server_engine.connect() as c:
         shared = find_store_id(c, "shared:T1")
@@ -118,7 +118,8 @@ def test_ordinary_stores_and_missing_ids_behave_as_before(server_engine: Engine,
         assert api.put(c, shared, "/memories/a.md", "b") == 2
         assert api.expire(c, 30, shared) == 0  # written just now
         missing = 10**12
-        assert api.listing(c, missing) == []
+        assert f"store {missing} does not exist: check the store id" in _message(
+            lambda: api.listing(c, missing))  # a missing store is not an empty one
         assert error_class(lambda: api.get(c, missing, "/memories/a.md")) is NotFoundError
         # a missing store is not a missing path: the writers' text, as Python's get_file says
         said = _message(lambda: api.get(c, missing, "/memories/a.md"))

@@ -60,9 +60,14 @@ def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
     Raises:
         InvalidArgumentError: ``conn`` is not a Connection; ``store_id`` is not a whole number
             from 1 to 2**63-1.
+        NotFoundError: no store ``store_id`` (``store N does not exist: check the store id``;
+            one more ``SELECT``, for an empty listing only).
     """
     check_arguments(conn=conn, store_id=store_id)
-    return list_directory(conn, store_id, ROOT)
+    infos = list_directory(conn, store_id, ROOT)
+    if not infos and not _store_exists(conn, store_id, "listing the files"):
+        raise _no_store(store_id)
+    return infos
 
 
 def list_directory(conn: Connection, store_id: int | None, directory: str) -> list[FileInfo]:
@@ -159,13 +164,20 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
 def _missing(conn: Connection, store_id: int, path: str) -> NotFoundError:
     """The error for a read that found no file: a missing store is not a missing path (one
     ``SELECT``, on a miss only; the writers' text for a store id that does not exist)."""
-    try:
-        exists = conn.execute(st.SELECT_STORE_KEY, {"p_sid": store_id}).first() is not None
-    except sa.exc.SQLAlchemyError as exc:
-        raise translate_db_error(exc, f"reading {path}") from exc
-    if not exists:
-        return NotFoundError(f"store {store_id} does not exist: check the store id", code="not_found")
+    if not _store_exists(conn, store_id, f"reading {path}"):
+        return _no_store(store_id)
     return NotFoundError(f"the path {path} does not exist", code="not_found")
+
+
+def _store_exists(conn: Connection, store_id: int, action: str) -> bool:
+    try:
+        return conn.execute(st.SELECT_STORE_KEY, {"p_sid": store_id}).first() is not None
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, action) from exc
+
+
+def _no_store(store_id: int) -> NotFoundError:
+    return NotFoundError(f"store {store_id} does not exist: check the store id", code="not_found")
 
 
 def _select_file(

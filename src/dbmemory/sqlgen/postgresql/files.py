@@ -24,6 +24,10 @@ LANGUAGE plpgsql STABLE AS $f$
 -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
 BEGIN
     PERFORM {S}._check_reachable(p_store_id);
+    PERFORM 1 FROM {T}.dbm_stores s WHERE s.store_id = p_store_id;
+    IF NOT FOUND THEN  -- a missing store is not an empty one
+        PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+    END IF;
     RETURN QUERY
         SELECT f.file_path::text, f.char_count, f.version_no, f.created_at, f.updated_at,
                f.last_accessed_at
