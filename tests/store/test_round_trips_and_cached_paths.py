@@ -12,7 +12,7 @@ from dbmemory.errors import CapExceededError, InvalidPathError, NotFoundError
 from dbmemory.store import files
 from dbmemory.store.locks import find_store_id
 from dbmemory.store.moves import clear_store_files
-from dbmemory.store.reads import get_file, list_files, read_path
+from dbmemory.store.reads import get_file, list_files, read_path, view_path
 from dbmemory.tool import MemoryTool
 from dbmemory.tool.edits import apply_insert, apply_str_replace
 from helpers import StatementLog
@@ -183,6 +183,14 @@ def test_reading_from_a_store_id_that_does_not_exist_says_the_store_is_missing(
     with pytest.raises(NotFoundError) as caught:
         files.put_file(conn, missing, "/memories/s.md", "x")
     assert caught.value.message == f"store {missing} does not exist: check the store id"
+    for read in (read_path, view_path):
+        with pytest.raises(NotFoundError) as caught:
+            read(conn, missing, "/memories/s.md")
+        assert caught.value.message == f"store {missing} does not exist: check the store id"
+        with pytest.raises(NotFoundError) as caught:
+            read(conn, store_id, "/memories/none.md")
+        assert caught.value.message == "the path /memories/none.md does not exist"
+    assert len(read_path(conn, store_id, "/memories/d")) == 1  # a directory of an existing store
     with pytest.raises(NotFoundError) as caught:
         list_files(conn, missing)  # a missing store is not an empty one
     assert caught.value.message == f"store {missing} does not exist: check the store id"

@@ -155,10 +155,15 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         if found is None:
             raise _missing(conn, store_id, path)
         return record(found)
-    row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
+    row = _touching_read(conn, store_id, path)
     if row is None:
         raise _missing(conn, store_id, path)
     return _touched(conn, row, path)
+
+
+def _touching_read(conn: Connection, store_id: int, path: str) -> tuple[Any, ...] | None:
+    """The file row of a touching read of an existing store (``path`` normalised), or None."""
+    return _select_file(conn, st.SELECT_FILE_READ, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
 
 
 def _missing(conn: Connection, store_id: int, path: str) -> NotFoundError:
@@ -212,7 +217,8 @@ def read_path(
 
     Raises:
         InvalidPathError: invalid path.
-        NotFoundError: neither a file nor a directory.
+        NotFoundError: neither a file nor a directory; for a store id (an ``int``) that does
+            not exist: ``store N does not exist: check the store id``.
     """
     found: FileRecord | list[FileInfo] = _read(conn, store, path, sizes=False)
     return found
@@ -255,14 +261,15 @@ def view_entries(
             if root:
                 return Walk()
             raise NotFoundError(f"the path {path} does not exist", code="not_found")
-        if not root:
-            try:
-                return get_file(conn, store_id, path, touch=True)
-            except NotFoundError:
-                pass
+        if not root:  # a miss looks the store up only when nothing is under the path either
+            row = _touching_read(conn, store_id, path)
+            if row is not None:
+                return _touched(conn, row, path)
         target = store_id
     walk = walk_directory(conn, target, path, budget, hidden)
     if not root and not walk.rows:
+        if isinstance(target, int):
+            raise _missing(conn, target, path)
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
     return walk
 
@@ -294,13 +301,13 @@ def _read(
         )
     if store_id is None:
         raise NotFoundError(f"the path {path} does not exist")
-    try:
-        return get_file(conn, store_id, path, touch=True)
-    except NotFoundError:
-        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered)
-        if entries:
-            return entries
-        raise
+    row = _touching_read(conn, store_id, path)
+    if row is not None:
+        return _touched(conn, row, path)
+    entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered)
+    if entries:
+        return entries
+    raise _missing(conn, store_id, path)
 
 
 def file_bytes(conn: Connection, store_key: str, directory: str) -> list[tuple[str, int]]:
