@@ -427,6 +427,9 @@ CREATE PROCEDURE dbm_memory_list_files(IN p_store_id DECIMAL(65, 30))
 BEGIN
     -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
     CALL dbm_memory__check_reachable(p_store_id);
+    IF NOT EXISTS (SELECT 1 FROM dbm_stores WHERE store_id = p_store_id) THEN  -- not an empty store
+        CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
+    END IF;
     SELECT file_path AS path, char_count AS chars, version_no AS version,
            created_at, updated_at, last_accessed_at
       FROM dbm_files WHERE store_id = p_store_id
@@ -445,6 +448,10 @@ BEGIN
     SELECT file_id, body INTO v_id, v_body FROM dbm_files
      WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256);
     IF v_id IS NULL THEN
+        -- a missing store is not a missing path (the writers' text: dbmemory.store.reads)
+        IF NOT EXISTS (SELECT 1 FROM dbm_stores WHERE store_id = p_store_id) THEN
+            CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
+        END IF;
         CALL dbm_memory__fail('not_found', CONCAT('the path ', p_path, ' does not exist'));
     END IF;
     RETURN COALESCE(v_body, '');
@@ -504,7 +511,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
-            CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
+            CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         CALL dbm_memory__check_identity(p_store_id, v_key);
@@ -613,7 +620,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
-            CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
+            CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         CALL dbm_memory__check_identity(p_store_id, v_key);
@@ -680,7 +687,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
-            CALL dbm_memory__fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
+            CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
         CALL dbm_memory__check_identity(p_store_id, v_key);
@@ -2930,7 +2937,7 @@ main: BEGIN
         -- the counters are exact under this lock
         SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = v_sid FOR UPDATE;
         IF v_key IS NULL THEN
-            CALL dbm_memory__fail('not_found', CONCAT('store ', v_sid, ' does not exist: check the store id'));
+            CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(v_sid AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(v_sid, v_key);  -- before any write
         CALL dbm_memory__check_identity(v_sid, v_key);

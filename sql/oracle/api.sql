@@ -489,8 +489,13 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
   FUNCTION list_files (p_store_id IN NUMBER) RETURN t_file_infos PIPELINED IS
     -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
     v_row t_file_info;
+    v_stores NUMBER;
   BEGIN
     check_reachable(p_store_id);
+    SELECT COUNT(*) INTO v_stores FROM dbm_stores WHERE store_id = p_store_id;
+    IF v_stores = 0 THEN  -- a missing store is not an empty one
+      fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
+    END IF;
     FOR r IN (SELECT file_path, char_count, version_no, created_at, updated_at, last_accessed_at
                 FROM dbm_files WHERE store_id = p_store_id
                ORDER BY NLSSORT(file_path, 'NLS_SORT=BINARY')) LOOP
@@ -508,6 +513,7 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     -- dbmemory.store.reads.get_file (touch=False): the text; an empty file is NULL ('' on Oracle)
     v_body CLOB;
     v_hash VARCHAR2(64);
+    v_stores NUMBER;
   BEGIN
     check_reachable(p_store_id);
     check_path(p_path);
@@ -517,6 +523,11 @@ CREATE OR REPLACE PACKAGE BODY dbm_memory AS
     RETURN v_body;
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
+      -- a missing store is not a missing path (the writers' text: dbmemory.store.reads)
+      SELECT COUNT(*) INTO v_stores FROM dbm_stores WHERE store_id = p_store_id;
+      IF v_stores = 0 THEN
+        fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
+      END IF;
       fail('not_found', 'the path ' || p_path || ' does not exist');
   END get_file;
   FUNCTION put_file_n (p_store_id IN NUMBER, p_path IN VARCHAR2, p_text IN CLOB,

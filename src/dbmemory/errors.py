@@ -104,9 +104,31 @@ class CapExceededError(DbMemoryError):
 
 class ConflictError(DbMemoryError):
     """A concurrent change won (a compare-and-set lost, a lock wait timed out, a deadlock was
-    broken); nothing was written and the operation can be retried (code ``conflict``)."""
+    broken); nothing was written and the operation can be retried (code ``conflict``).
+
+    Attributes:
+        cause: what happened, for texts that must say it truly: ``"changed"`` (the default: a
+            compare-and-set lost, another writer changed or created the same thing first),
+            ``"locked"`` (another writer held a lock this write needed: a lock wait timed out,
+            the database broke a deadlock, a Galera certification failure) or ``"failed"``
+            (the database undid the write for another reason, named in the message: a lost
+            connection, a full disk).
+    """
 
     code = "conflict"
+    cause = "changed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        cause: str | None = None,
+        cli_message: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, cli_message=cli_message)
+        if cause is not None:
+            self.cause = cause
 
 
 class AlreadyExistsError(InvalidArgumentError):

@@ -348,8 +348,9 @@ def test_a_certification_failure_at_commit_of_dbmemorys_own_transaction_says_ret
     text = _committed(galera_engines[0], "agent:GAL")["/memories/f.md"]
     assert text == "two", (answer, text)
     assert answer == (
-        "Error: /memories/f.md was changed by another writer at the same time; nothing was "
-        "written. View it again and retry the command."
+        "Error: Another writer was writing this memory store at the same time, so the command "
+        "on /memories/f.md could not complete; nothing was written. View it again and retry "
+        "the command."
     ), answer
 
 

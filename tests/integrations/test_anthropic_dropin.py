@@ -188,6 +188,10 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "view directories": TREE
     + [V("/memories"), V("/memories/"), V("/memories//prefs"), V("/memories/prefs"), V("/memories/prefs/"),
        V("/memories/prefs/deep"), V("/memories/.secret"), V("/memories/prefs/../prefs")],
+    # the SDK's tool ignores a view_range on a directory (valid, reversed, huge): so does this one
+    "view_range on a directory": TREE
+    + [V("/memories", [1, 2]), V("/memories/prefs", [2, -1]), V("/memories", [5, 1]), V("/memories", [1e308, 2]),
+       V("/memories/prefs/", [0, 0])],
     "view files": TREE
     + [V("/memories/notes.md"), V("/memories/empty.md"), V("/memories/.hidden.md"), V("/memories/prefs/tea.md"),
        V("/memories/prefs/../notes.md"), V("/memories/./notes.md")],

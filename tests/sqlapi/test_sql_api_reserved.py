@@ -29,6 +29,7 @@ from dbmemory.profile.store import PROFILE_PATH, profile_store_key, write_profil
 from dbmemory.store import files
 from dbmemory.store.locks import find_store_id, get_or_create_store
 from dbmemory.store.owners import owner_writes
+from dbmemory.tool import MemoryTool
 from sql_api_client import ApiError, SqlApi, audit, error_class
 
 USER = "u-secret-7"
@@ -108,7 +109,7 @@ def test_every_by_id_call_refuses_a_reserved_store_and_writes_nothing(
         assert _snapshot(c) == before  # and nothing committed with it
 
 
-def test_ordinary_stores_and_missing_ids_behave_as_before(server_engine: Engine, api: SqlApi) -> None:
+def test_ordinary_stores_and_missing_ids(server_engine: Engine, api: SqlApi) -> None:
     _seed(server_engine)
     with server_engine.connect() as c:
         shared = find_store_id(c, "shared:T1")
@@ -117,8 +118,16 @@ def test_ordinary_stores_and_missing_ids_behave_as_before(server_engine: Engine,
         assert api.put(c, shared, "/memories/a.md", "b") == 2
         assert api.expire(c, 30, shared) == 0  # written just now
         missing = 10**12
-        assert api.listing(c, missing) == []
+        assert f"store {missing} does not exist: check the store id" in _message(
+            lambda: api.listing(c, missing))  # a missing store is not an empty one
         assert error_class(lambda: api.get(c, missing, "/memories/a.md")) is NotFoundError
+        # a missing store is not a missing path: the writers' text, as Python's get_file says
+        said = _message(lambda: api.get(c, missing, "/memories/a.md"))
+        assert f"store {missing} does not exist: check the store id" in said and "path" not in said
+        assert f"store {missing} does not exist: check the store id" in _message(
+            lambda: api.put(c, missing, "/memories/a.md", "x"))
+        assert "the path /memories/none.md does not exist" in _message(
+            lambda: api.get(c, shared, "/memories/none.md"))
         assert error_class(lambda: api.put(c, missing, "/memories/a.md", "x")) is NotFoundError
         assert api.expire(c, 30, missing) == 0
         c.rollback()
@@ -191,3 +200,21 @@ def test_every_dialect_refuses_reserved_stores_in_each_by_id_call_before_any_wri
         assert guard, (dialect, call)
         writes = [text.find(w) for w in _WRITES if w in text]
         assert not writes or min(guard) < min(writes), (dialect, call)
+
+
+def test_open_store_creates_a_store_for_an_agent_not_enabled_as_the_python_store_call_does(
+    server_engine: Engine, api: SqlApi
+) -> None:
+    """The documented rule (sql-api.md, Roles): open_store mirrors get_or_create_store, which
+    creates the store it names whether or not an agent configuration enables it; only the
+    agent-driven calls (MemoryTool(conn, agent_code)) refuse such an agent."""
+    with server_engine.connect() as c:
+        by_sql = api.open(c, scope="agent", agent_code="NOTENABLED")
+        assert find_store_id(c, "agent:NOTENABLED") == by_sql
+        assert get_or_create_store(c, "agent:NOTENABLED2", scope="agent") == find_store_id(
+            c, "agent:NOTENABLED2")
+        assert api.open(c, scope="shared", store_code="spam1") != api.open(c, scope="shared", store_code="spam2")
+        with pytest.raises(NotFoundError) as caught:
+            MemoryTool(c, "NOTENABLED")
+        assert caught.value.code == "agent_not_found"
+        c.rollback()

@@ -312,3 +312,18 @@ def test_a_clipped_listing_answers_like_the_memory_tool(
             if directory == "/memories":
                 assert "files not listed" in expected.splitlines()[-1]
             assert _run_sql(conn, store_id, command) == expected
+
+
+@pytest.mark.parametrize("text", ['{"command": "view", "path": "/memories/a\\u0000"}', "not json", ""])
+def test_run_command_on_a_missing_store_says_the_store_does_not_exist_whatever_the_text(
+    tool_server: str, server_engine: Engine, api: SqlApi, text: str
+) -> None:
+    """A missing store is not a missing path, nor a bad command: every form of the text gets
+    the store's not_found, as a JSON command does."""
+    missing = 2**62
+    with server_engine.connect() as conn:
+        for raw in (True, False):
+            with pytest.raises(sa.exc.DBAPIError) as info:
+                _run_sql(conn, missing, text if raw else {"command": "view", "path": "/memories"}, raw=raw)
+            assert f"store {missing} does not exist: check the store id" in str(info.value.orig)
+        conn.rollback()

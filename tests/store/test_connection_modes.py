@@ -466,11 +466,18 @@ def test_a_deadlock_victim_never_commits_half_its_transaction(server: Engine) ->
     text = results[victim]
     assert_no_leak(text)
     committed = durable(engine, f"shared:own-{victim}")
+    assert "changed by another writer" not in text, text  # a deadlock, not a change
     if ROLLED_BACK in text:
         assert engine.dialect.name in ("mysql", "mariadb")
+        assert "deadlock victim" in text, text
         assert outcome[victim] is False and committed == {}
     else:
-        assert text == ERROR + storage_messages.conflict("/memories/f.md"), text
+        assert text == ERROR + storage_messages.store_contended("/memories/f.md"), text
+        assert text == (
+            "Error: Another writer was writing this memory store at the same time, so the command "
+            "on /memories/f.md could not complete; nothing was written. View it again and retry "
+            "the command."
+        )
         assert outcome[victim] is True and committed == {"/memories/x.md": victim}
     winner = "b" if victim == "a" else "a"
     assert durable(engine, f"shared:own-{winner}") == {"/memories/x.md": winner}
@@ -553,7 +560,7 @@ def test_a_write_waiting_on_a_held_store_lock_gives_up_after_the_timeout_with_a_
             t0 = time.perf_counter()
             text = MemoryTool.for_store(caller, STORE).execute(arguments)
             waited = time.perf_counter() - t0
-            assert text == ERROR + storage_messages.conflict(arguments["path"]), text
+            assert text == ERROR + storage_messages.store_contended(arguments["path"]), text
             assert "retry" in text.lower()
             assert SHORT_MS / 1000 * 0.8 <= waited < SHORT_MS / 1000 + SLACK_S, waited
             assert own.execute({"command": "create", "path": "/memories/after.md", "file_text": "2"}).startswith("File")

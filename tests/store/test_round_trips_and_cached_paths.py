@@ -11,7 +11,8 @@ from dbmemory.core.paths import normalize_path
 from dbmemory.errors import CapExceededError, InvalidPathError, NotFoundError
 from dbmemory.store import files
 from dbmemory.store.locks import find_store_id
-from dbmemory.store.reads import get_file, list_files, read_path
+from dbmemory.store.moves import clear_store_files
+from dbmemory.store.reads import get_file, list_files, read_path, view_path
 from dbmemory.tool import MemoryTool
 from dbmemory.tool.edits import apply_insert, apply_str_replace
 from helpers import StatementLog
@@ -161,3 +162,38 @@ def test_an_edit_that_waited_for_the_store_lock_sees_the_committed_text(
         thread.join(30)
     assert "error" not in outcome, outcome
     assert outcome["text"] == "a\nb\none\ntwo\n"
+
+
+def test_reading_from_a_store_id_that_does_not_exist_says_the_store_is_missing(
+    conn: Connection, seeded: None
+) -> None:
+    """A missing store is not a missing path: get_file names the store, as the writers do;
+    a missing file of an existing store still names the path."""
+    store_id = find_store_id(conn, "agent:QA")
+    assert store_id is not None
+    missing = store_id + 10**9
+    for touch in (False, True):
+        with pytest.raises(NotFoundError) as caught:
+            get_file(conn, missing, "/memories/s.md", touch=touch)
+        assert caught.value.code == "not_found"
+        assert caught.value.message == f"store {missing} does not exist: check the store id"
+        with pytest.raises(NotFoundError) as caught:
+            get_file(conn, store_id, "/memories/none.md", touch=touch)
+        assert caught.value.message == "the path /memories/none.md does not exist"
+    with pytest.raises(NotFoundError) as caught:
+        files.put_file(conn, missing, "/memories/s.md", "x")
+    assert caught.value.message == f"store {missing} does not exist: check the store id"
+    for read in (read_path, view_path):
+        with pytest.raises(NotFoundError) as caught:
+            read(conn, missing, "/memories/s.md")
+        assert caught.value.message == f"store {missing} does not exist: check the store id"
+        with pytest.raises(NotFoundError) as caught:
+            read(conn, store_id, "/memories/none.md")
+        assert caught.value.message == "the path /memories/none.md does not exist"
+    assert len(read_path(conn, store_id, "/memories/d")) == 1  # a directory of an existing store
+    with pytest.raises(NotFoundError) as caught:
+        list_files(conn, missing)  # a missing store is not an empty one
+    assert caught.value.message == f"store {missing} does not exist: check the store id"
+    with conn.begin_nested():
+        clear_store_files(conn, store_id)
+    assert list_files(conn, store_id) == []

@@ -226,7 +226,7 @@ def test_a_lock_wait_timeout_says_retry_and_leaves_the_callers_transaction_usabl
                 t0 = time.perf_counter()
                 text = MemoryTool.for_store(caller, STORE).execute(arguments)
                 waited = time.perf_counter() - t0
-                assert text == ERROR + storage_messages.conflict(path), text
+                assert text == ERROR + storage_messages.store_contended(path), text
                 assert "retry" in text
                 assert waited < 10
                 # a read does not wait for the writer

@@ -968,8 +968,8 @@ def test_no_error_text_contains_sql_table_or_driver_words(conn: Connection, run:
         ("server closed the connection unexpectedly: SELECT dbm_files.body FROM dbm_files",
          "The memory store could not be reached; nothing was changed. Retry the command later."),
         ("deadlock detected ORA-00060 while INSERT INTO dbm_files",
-         ("{path} was changed by another writer at the same time; nothing was written. View it "
-         "again and retry the command.")),
+         ("Another writer was writing this memory store at the same time, so the command on "
+          "{path} could not complete; nothing was written. View it again and retry the command.")),
     ],
 )
 @pytest.mark.parametrize(

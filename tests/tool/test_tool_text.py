@@ -151,6 +151,11 @@ def test_conflict_storage_and_internal_texts_never_mention_sql() -> None:
         "/memories/p.md was changed by another writer at the same time; nothing was written. "
         "View it again and retry the command."
     )
+    assert storage_messages.store_contended(P) == (
+        "Another writer was writing this memory store at the same time, so the command on "
+        "/memories/p.md could not complete; nothing was written. View it again and retry the "
+        "command."
+    )
     assert storage_messages.storage_unavailable() == (
         "The memory store could not be reached; nothing was changed. Retry the command later."
     )
@@ -175,6 +180,7 @@ def test_no_message_names_a_table_or_sql() -> None:
         messages.path_not_found(P),
         messages.cap_exceeded("max_files", P, 1, 2),
         storage_messages.conflict(P),
+        storage_messages.store_contended(P),
         storage_messages.storage_unavailable(),
         storage_messages.internal_error(),
         messages.missing_command(),

@@ -23,7 +23,7 @@ answer and every error text (raised as the SDK's ``ToolError``, so the runner re
 ``is_error: true`` as it does for its own tool). ``tests/integrations/test_anthropic_dropin.py`` runs the
 same call sequences against the SDK's tool in a temporary directory and against this one.
 :class:`dbmemory.tool.MemoryTool` (what ``run_turn``, MCP and the CLI use) keeps its own,
-richer texts.
+richer texts. Both ignore a ``view_range`` on a directory, as the SDK's tool does.
 
 Where they differ, on purpose:
 

@@ -60,9 +60,14 @@ def list_files(conn: Connection, store_id: int) -> list[FileInfo]:
     Raises:
         InvalidArgumentError: ``conn`` is not a Connection; ``store_id`` is not a whole number
             from 1 to 2**63-1.
+        NotFoundError: no store ``store_id`` (``store N does not exist: check the store id``;
+            one more ``SELECT``, for an empty listing only).
     """
     check_arguments(conn=conn, store_id=store_id)
-    return list_directory(conn, store_id, ROOT)
+    infos = list_directory(conn, store_id, ROOT)
+    if not infos and not _store_exists(conn, store_id, "listing the files"):
+        raise _no_store(store_id)
+    return infos
 
 
 def list_directory(conn: Connection, store_id: int | None, directory: str) -> list[FileInfo]:
@@ -132,8 +137,9 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         InvalidPathError: invalid path.
         InvalidArgumentError: ``conn`` is not a Connection; a bad ``store_id``; ``touch`` not
             a bool.
-        NotFoundError: no file at ``path`` (it may be a directory), or (``touch``) it was
-            removed between the read and its touch.
+        NotFoundError: no store ``store_id`` (``store N does not exist: check the store
+            id``); no file at ``path`` (it may be a directory), or (``touch``) it was removed
+            between the read and its touch.
         ConflictError: (``touch``) the touch waited too long for a running expiry: retry.
     """
     _v.check_connection(conn)
@@ -147,12 +153,36 @@ def get_file(conn: Connection, store_id: int, path: str, *, touch: bool = False)
         except sa.exc.SQLAlchemyError as exc:
             raise translate_db_error(exc, f"reading {path}") from exc
         if found is None:
-            raise NotFoundError(f"the path {path} does not exist", code="not_found")
+            raise _missing(conn, store_id, path)
         return record(found)
-    row = _select_file(conn, stmt, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
+    row = _touching_read(conn, store_id, path)
     if row is None:
-        raise NotFoundError(f"the path {path} does not exist", code="not_found")
+        raise _missing(conn, store_id, path)
     return _touched(conn, row, path)
+
+
+def _touching_read(conn: Connection, store_id: int, path: str) -> tuple[Any, ...] | None:
+    """The file row of a touching read of an existing store (``path`` normalised), or None."""
+    return _select_file(conn, st.SELECT_FILE_READ, {"p_sid": store_id, "p_ph": path_hash(path)}, path)
+
+
+def _missing(conn: Connection, store_id: int, path: str) -> NotFoundError:
+    """The error for a read that found no file: a missing store is not a missing path (one
+    ``SELECT``, on a miss only; the writers' text for a store id that does not exist)."""
+    if not _store_exists(conn, store_id, f"reading {path}"):
+        return _no_store(store_id)
+    return NotFoundError(f"the path {path} does not exist", code="not_found")
+
+
+def _store_exists(conn: Connection, store_id: int, action: str) -> bool:
+    try:
+        return conn.execute(st.SELECT_STORE_KEY, {"p_sid": store_id}).first() is not None
+    except sa.exc.SQLAlchemyError as exc:
+        raise translate_db_error(exc, action) from exc
+
+
+def _no_store(store_id: int) -> NotFoundError:
+    return NotFoundError(f"store {store_id} does not exist: check the store id", code="not_found")
 
 
 def _select_file(
@@ -187,7 +217,8 @@ def read_path(
 
     Raises:
         InvalidPathError: invalid path.
-        NotFoundError: neither a file nor a directory.
+        NotFoundError: neither a file nor a directory; for a store id (an ``int``) that does
+            not exist: ``store N does not exist: check the store id``.
     """
     found: FileRecord | list[FileInfo] = _read(conn, store, path, sizes=False)
     return found
@@ -230,14 +261,15 @@ def view_entries(
             if root:
                 return Walk()
             raise NotFoundError(f"the path {path} does not exist", code="not_found")
-        if not root:
-            try:
-                return get_file(conn, store_id, path, touch=True)
-            except NotFoundError:
-                pass
+        if not root:  # a miss looks the store up only when nothing is under the path either
+            row = _touching_read(conn, store_id, path)
+            if row is not None:
+                return _touched(conn, row, path)
         target = store_id
     walk = walk_directory(conn, target, path, budget, hidden)
     if not root and not walk.rows:
+        if isinstance(target, int):
+            raise _missing(conn, target, path)
         raise NotFoundError(f"the path {path} does not exist", code="not_found")
     return walk
 
@@ -269,13 +301,13 @@ def _read(
         )
     if store_id is None:
         raise NotFoundError(f"the path {path} does not exist")
-    try:
-        return get_file(conn, store_id, path, touch=True)
-    except NotFoundError:
-        entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered)
-        if entries:
-            return entries
-        raise
+    row = _touching_read(conn, store_id, path)
+    if row is not None:
+        return _touched(conn, row, path)
+    entries = _listing(conn, _Listing.by_id(store_id, path, sizes=sizes), path, ordered=ordered)
+    if entries:
+        return entries
+    raise _missing(conn, store_id, path)
 
 
 def file_bytes(conn: Connection, store_key: str, directory: str) -> list[tuple[str, int]]:

@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dbmemory.db.dialect.errors import (
+    LOCK_REASONS,
     lost_transaction_reason,
     translate_db_error,
     write_outcome_unknown,
@@ -380,9 +381,7 @@ class _SingleUnit:
             pass
         if isinstance(exc, sa.exc.SQLAlchemyError):
             if reason is not None:
-                raise ConflictError(
-                    f"{self._action} failed because {reason}; nothing was changed: retry the command"
-                ) from exc
+                raise _undone(self._action, reason) from exc
             raise translate_db_error(exc, self._action) from exc
 
 
@@ -436,6 +435,16 @@ class _Savepoint:
             raise _savepoint_error(self._conn, self._action, exc) from exc
 
 
+def _undone(action: str, reason: str) -> ConflictError:
+    """The error for a one-command transaction the database rolled back on its own (so nothing
+    else was lost): cause ``locked`` for a deadlock victim or a lock wait timeout, else
+    ``failed`` (the message names the reason)."""
+    return ConflictError(
+        f"{action} failed because {reason}; nothing was changed: retry the command",
+        cause="locked" if reason in LOCK_REASONS else "failed",
+    )
+
+
 def _savepoint_error(conn: Connection, action: str, exc: sa.exc.SQLAlchemyError) -> DbMemoryError:
     """The error for a database failure inside a write's savepoint."""
     reason = lost_transaction_reason(exc, conn)
@@ -448,9 +457,7 @@ def _savepoint_error(conn: Connection, action: str, exc: sa.exc.SQLAlchemyError)
             conn.invalidate()  # whatever transaction there was is gone: nothing may join it
         return outcome_unknown(action)
     if _own(conn):  # only our own one-command transaction is gone: say retry
-        return ConflictError(
-            f"{action} failed because {reason}; nothing was changed: retry the command"
-        )
+        return _undone(action, reason)
     if not conn.invalidated:
         # The savepoint is gone with the caller's transaction. Invalidate the connection
         # so the caller's later statements and COMMIT fail loudly instead of committing

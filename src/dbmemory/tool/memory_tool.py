@@ -338,6 +338,10 @@ class MemoryTool:
                 return storage_messages.database_busy()
             if exc.code == SERIALIZATION_FAILURE:
                 return storage_messages.retry_transaction(path)
+            if exc.cause == "locked":
+                return storage_messages.store_contended(path)
+            if exc.cause == "failed":
+                return exc.message  # names what the database undid and why, never a writer
             return storage_messages.conflict(path)
         if isinstance(exc, StorageError):
             if exc.code == "read_only":

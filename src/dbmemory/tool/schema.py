@@ -23,7 +23,7 @@ _DESCRIPTION = (
     "progress, decisions and facts worth keeping as you work.\n"
     "Commands:\n"
     "- view: list a directory (sizes, two levels deep) or show a file with line numbers "
-    "(optional view_range [start, end], end -1 for the last line).\n"
+    "(optional view_range [start, end], end -1 for the last line; ignored for a directory).\n"
     "- create: write a new file with file_text.\n"
     "- str_replace: replace old_str, which must appear exactly once in the file, with new_str "
     "(omit new_str to delete the text).\n"
@@ -61,7 +61,7 @@ _SCHEMA: dict[str, Any] = {
                     "maxItems": 2,
                     "description": (
                         "view of a file only: [start, end], 1-based and inclusive; end -1 reads "
-                        "to the last line. Omit to see the whole file."
+                        "to the last line. Omit to see the whole file. Ignored for a directory."
                     ),
                 },
                 "file_text": {

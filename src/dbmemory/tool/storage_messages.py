@@ -1,4 +1,5 @@
-"""The MEMORY tool's answers when the database, not the command, failed: a concurrent writer,
+"""The MEMORY tool's answers when the database, not the command, failed: a concurrent writer
+(a change, or a lock held),
 a busy or read-only database, a cluster node without its majority, a timeout, an exhausted pool, an unreachable server, an
 unexpected failure. Each says that nothing was changed and what to do next; none shows the
 driver's text. The command's own answers are in :mod:`dbmemory.tool.messages`."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "conflict",
+    "store_contended",
     "database_busy",
     "retry_transaction",
     "storage_unavailable",
@@ -19,10 +21,21 @@ __all__ = [
 
 
 def conflict(path: str) -> str:
-    """A concurrent writer won (lock timeout, deadlock, lost compare-and-set)."""
+    """A concurrent writer changed ``path`` first (a lost compare-and-set, a file created or
+    deleted meanwhile)."""
     return (
         f"{path} was changed by another writer at the same time; nothing was written. "
         "View it again and retry the command."
+    )
+
+
+def store_contended(path: str) -> str:
+    """Another writer held a lock the command on ``path`` needed (a lock wait timed out, the
+    database broke a deadlock, a Galera node certified another node's write first): nothing
+    says that ``path`` itself changed."""
+    return (
+        f"Another writer was writing this memory store at the same time, so the command on "
+        f"{path} could not complete; nothing was written. View it again and retry the command."
     )
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "statement_timeout",
     "serialization_failure",
     "lost_transaction_reason",
+    "LOCK_REASONS",
     "write_outcome_unknown",
     "translate_db_error",
 ]
@@ -98,6 +99,10 @@ _MYSQL_LOST = {
     1153: "a statement was larger than the server's max_allowed_packet",
     1205: "a lock wait timed out (innodb_rollback_on_timeout)",
 }
+
+LOCK_REASONS = frozenset({_MYSQL_LOST[1213], _MYSQL_LOST[1205]})
+"""The :func:`lost_transaction_reason` texts that mean another writer held a lock this write
+needed (a deadlock victim, a lock wait timeout): a :class:`ConflictError` with cause ``locked``."""
 
 
 def _chain_text(exc: BaseException) -> str:
@@ -392,7 +397,8 @@ def translate_db_error(
         return ConflictError(
             f"{action} conflicted with a concurrent writer (a deadlock, or on a Galera cluster "
             "a write to the same store committed first on another node) and the database "
-            "rolled back the whole transaction; nothing of it was saved: retry the operation"
+            "rolled back the whole transaction; nothing of it was saved: retry the operation",
+            cause="locked",
         )
     if serialization_failure(exc):  # PostgreSQL 40001, Oracle ORA-08177: a snapshot, not a lock
         return ConflictError(
@@ -406,7 +412,8 @@ def translate_db_error(
     if any(marker in text for marker in _CONFLICT_MARKERS) or codes & {1205, 1213}:
         return ConflictError(
             f"{action} waited for another writer's lock and gave up; nothing was changed: "
-            "retry the operation"
+            "retry the operation",
+            cause="locked",
         )
     if "readonly database" in text or "read-only" in text and "sqlite" in type(
         getattr(exc, "orig", exc)

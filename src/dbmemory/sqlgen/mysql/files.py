@@ -23,6 +23,9 @@ LIST = f"""CREATE PROCEDURE {P}list_files(IN p_store_id {NUMBER})
 BEGIN
     -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
     CALL {P}_check_reachable(p_store_id);
+    IF NOT EXISTS (SELECT 1 FROM dbm_stores WHERE store_id = p_store_id) THEN  -- not an empty store
+        CALL {P}_fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
+    END IF;
     SELECT file_path AS path, char_count AS chars, version_no AS version,
            created_at, updated_at, last_accessed_at
       FROM dbm_files WHERE store_id = p_store_id
@@ -42,6 +45,10 @@ BEGIN
     SELECT file_id, body INTO v_id, v_body FROM dbm_files
      WHERE store_id = p_store_id AND path_hash = SHA2(p_path, 256);
     IF v_id IS NULL THEN
+        -- a missing store is not a missing path (the writers' text: dbmemory.store.reads)
+        IF NOT EXISTS (SELECT 1 FROM dbm_stores WHERE store_id = p_store_id) THEN
+            CALL {P}_fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
+        END IF;
         CALL {P}_fail('not_found', CONCAT('the path ', p_path, ' does not exist'));
     END IF;
     RETURN COALESCE(v_body, '');

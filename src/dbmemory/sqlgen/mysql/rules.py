@@ -339,7 +339,7 @@ def lock_store(var_key: str, caps: bool) -> str:
         -- the counters are exact under this lock
         SELECT {cols} INTO {into} FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF {var_key} IS NULL THEN
-            CALL {P}_fail('not_found', CONCAT('store ', p_store_id, ' does not exist: check the store id'));
+            CALL {P}_fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL {P}_refuse_reserved(p_store_id, {var_key});  -- before any write
         CALL {P}_check_identity(p_store_id, {var_key});"""

@@ -24,6 +24,10 @@ LANGUAGE plpgsql STABLE AS $f$
 -- dbmemory.store.reads.list_files: every file without its text, by path in code-point order
 BEGIN
     PERFORM {S}._check_reachable(p_store_id);
+    PERFORM 1 FROM {T}.dbm_stores s WHERE s.store_id = p_store_id;
+    IF NOT FOUND THEN  -- a missing store is not an empty one
+        PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+    END IF;
     RETURN QUERY
         SELECT f.file_path::text, f.char_count, f.version_no, f.created_at, f.updated_at,
                f.last_accessed_at
@@ -46,6 +50,11 @@ BEGIN
     SELECT true, f.body INTO v_found, v_body FROM {T}.dbm_files f
      WHERE f.store_id = p_store_id AND f.path_hash = {S}._path_hash(p_path);
     IF v_found IS NULL THEN
+        -- a missing store is not a missing path (the writers' text: dbmemory.store.reads)
+        PERFORM 1 FROM {T}.dbm_stores s WHERE s.store_id = p_store_id;
+        IF NOT FOUND THEN
+            PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+        END IF;
         PERFORM {S}._fail('not_found', format('the path %s does not exist', p_path));
     END IF;
     RETURN coalesce(v_body, '');

@@ -242,6 +242,9 @@ DECLARE
 BEGIN
     IF p_command ~ '(^|[^\\\\])(\\\\\\\\)*\\\\u0000' THEN
         PERFORM {S}._check_reachable(p_store_id);
+        IF NOT EXISTS (SELECT 1 FROM {T}.dbm_stores s WHERE s.store_id = p_store_id) THEN
+            PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
+        END IF;
         RETURN {E} || {q(NUL_REFUSED)};
     END IF;
     BEGIN
