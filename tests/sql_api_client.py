@@ -199,3 +199,12 @@ def code_of(exc: BaseException) -> ApiError | None:
         if state == e.sqlstate or number == e.number:
             return ApiError(e.name, str(orig))
     return None
+
+
+def missing_store_text(dialect_name: str, store_id: int) -> str:
+    """What the API answers for a store id with no store: the precise text for a caller that is
+    not bound (the PostgreSQL and Oracle test logins can act as the API's owner), the other-user
+    text on MariaDB/MySQL, where every caller is bound to its stores."""
+    if dialect_name in ("mysql", "mariadb"):
+        return f"store {store_id} does not exist or belongs to another user than this session's"
+    return f"store {store_id} does not exist: check the store id"

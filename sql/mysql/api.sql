@@ -241,10 +241,13 @@ CREATE PROCEDURE dbm_memory__check_identity(IN p_store_id BIGINT, IN p_store_key
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE v_user TEXT CHARACTER SET utf8mb4 DEFAULT CAST(@dbm_memory_user_id AS CHAR CHARACTER SET utf8mb4);
-    IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
+    -- a store id with no store (p_store_key NULL) answers as another user's store does: walking
+    -- ids tells nothing about who owns what
+    IF (p_store_key IS NULL AND p_store_id IS NOT NULL)
+       OR (p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
        AND (v_user IS NULL OR v_user = ''
             OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
-               <> CAST(v_user AS BINARY)) THEN
+               <> CAST(v_user AS BINARY))) THEN
         CALL dbm_memory__fail('not_found', CONCAT('store ', COALESCE(p_store_id, p_store_key),
             ' does not exist or belongs to another user than this session''s @dbm_memory_user_id (',
             COALESCE(NULLIF(v_user, ''), 'not set'),
@@ -511,6 +514,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
+            CALL dbm_memory__check_identity(p_store_id, NULL);  -- every caller is bound: another user's answer
             CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
@@ -620,6 +624,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
+            CALL dbm_memory__check_identity(p_store_id, NULL);  -- every caller is bound: another user's answer
             CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
@@ -687,6 +692,7 @@ BEGIN
         -- the counters are exact under this lock
         SELECT store_key INTO v_key FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF v_key IS NULL THEN
+            CALL dbm_memory__check_identity(p_store_id, NULL);  -- every caller is bound: another user's answer
             CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(p_store_id, v_key);  -- before any write
@@ -2937,6 +2943,7 @@ main: BEGIN
         -- the counters are exact under this lock
         SELECT store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars INTO v_key, v_mfc, v_mf, v_msc, v_nfiles, v_nchars FROM dbm_stores WHERE store_id = v_sid FOR UPDATE;
         IF v_key IS NULL THEN
+            CALL dbm_memory__check_identity(v_sid, NULL);  -- every caller is bound: another user's answer
             CALL dbm_memory__fail('not_found', CONCAT('store ', CAST(v_sid AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL dbm_memory__refuse_reserved(v_sid, v_key);  -- before any write

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 from dbmemory.profile.store import profile_store_key, write_profile
 from dbmemory.store.locks import find_store_id, get_or_create_store
 from dbmemory.tool.memory_tool import MemoryTool
-from sql_api_client import SqlApi
+from sql_api_client import SqlApi, missing_store_text
 
 LONG = "/memories/" + "d" * 995  # 1,005 characters: over the 1,000 limit after normalisation
 BIG = "\n".join(f"line {i} " + "x" * 60 for i in range(1, 400))  # ~27,000 characters
@@ -325,5 +325,5 @@ def test_run_command_on_a_missing_store_says_the_store_does_not_exist_whatever_t
         for raw in (True, False):
             with pytest.raises(sa.exc.DBAPIError) as info:
                 _run_sql(conn, missing, text if raw else {"command": "view", "path": "/memories"}, raw=raw)
-            assert f"store {missing} does not exist: check the store id" in str(info.value.orig)
+            assert missing_store_text(conn.dialect.name, missing) in str(info.value.orig)
         conn.rollback()

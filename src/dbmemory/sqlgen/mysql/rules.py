@@ -251,10 +251,13 @@ IDENTITY = f"""CREATE PROCEDURE {P}_check_identity(IN p_store_id BIGINT, IN p_st
     NO SQL SQL SECURITY DEFINER
 BEGIN
     DECLARE v_user TEXT {U} DEFAULT CAST({IDENTITY_VARIABLE} AS CHAR CHARACTER SET utf8mb4);
-    IF p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
+    -- a store id with no store (p_store_key NULL) answers as another user's store does: walking
+    -- ids tells nothing about who owns what
+    IF (p_store_key IS NULL AND p_store_id IS NOT NULL)
+       OR (p_store_key IS NOT NULL AND CAST(LEFT(p_store_key, 5) AS BINARY) = CAST('user:' AS BINARY)
        AND (v_user IS NULL OR v_user = ''
             OR CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_store_key, ':', 3), ':', -1) AS BINARY)
-               <> CAST(v_user AS BINARY)) THEN
+               <> CAST(v_user AS BINARY))) THEN
         CALL {P}_fail('not_found', CONCAT('store ', COALESCE(p_store_id, p_store_key),
             ' does not exist or belongs to another user than this session''s {IDENTITY_VARIABLE} (',
             COALESCE(NULLIF(v_user, ''), 'not set'),
@@ -339,6 +342,7 @@ def lock_store(var_key: str, caps: bool) -> str:
         -- the counters are exact under this lock
         SELECT {cols} INTO {into} FROM dbm_stores WHERE store_id = p_store_id FOR UPDATE;
         IF {var_key} IS NULL THEN
+            CALL {P}_check_identity(p_store_id, NULL);  -- every caller is bound: another user's answer
             CALL {P}_fail('not_found', CONCAT('store ', CAST(p_store_id AS SIGNED), ' does not exist: check the store id'));
         END IF;
         CALL {P}_refuse_reserved(p_store_id, {var_key});  -- before any write

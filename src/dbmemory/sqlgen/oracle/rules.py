@@ -198,13 +198,18 @@ BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
   -- tables directly anyway
   PROCEDURE check_identity (p_store_id IN NUMBER, p_key IN VARCHAR2) IS
   BEGIN
-    IF p_key IS NULL OR NOT same(SUBSTR(p_key, 1, 5), 'user:') THEN
+    -- a store id with no store (p_key NULL) answers a bound caller as another user's store
+    -- does: walking ids tells nothing about who owns what
+    IF p_key IS NULL AND p_store_id IS NULL THEN
+      RETURN;
+    END IF;
+    IF p_key IS NOT NULL AND NOT same(SUBSTR(p_key, 1, 5), 'user:') THEN
       RETURN;
     END IF;
     IF SYS_CONTEXT('USERENV', 'SESSION_USER') = SYS_CONTEXT('USERENV', 'CURRENT_USER') THEN
       RETURN;
     END IF;
-    IF g_user_id IS NULL
+    IF p_key IS NULL OR g_user_id IS NULL
        OR NOT same(REGEXP_SUBSTR(p_key, '[^:]+', 1, 3), g_user_id) THEN
       fail('not_found', 'store ' || NVL(TO_CHAR(p_store_id), p_key)
         || ' does not exist or belongs to another user than this session''s {S}.set_user ('
@@ -282,6 +287,7 @@ BODY_RULES = f"""CREATE OR REPLACE PACKAGE BODY {S} AS
     check_identity(p_store_id, p_key);
   EXCEPTION
     WHEN NO_DATA_FOUND THEN
+      check_identity(p_store_id, NULL);  -- a bound caller: another user's answer
       fail('not_found', 'store ' || p_store_id || ' does not exist: check the store id');
   END lock_store;
 

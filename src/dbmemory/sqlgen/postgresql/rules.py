@@ -205,13 +205,18 @@ RETURNS void LANGUAGE plpgsql STABLE AS $f$
 DECLARE
     v_user text := current_setting('{IDENTITY_SETTING}', true);
 BEGIN
-    IF p_store_key IS NULL OR left(p_store_key, 5) COLLATE "C" <> 'user:' THEN
+    -- a store id with no store (p_store_key NULL) answers a bound caller as another user's
+    -- store does: walking ids tells nothing about who owns what
+    IF p_store_key IS NULL AND p_store_id IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_store_key IS NOT NULL AND left(p_store_key, 5) COLLATE "C" <> 'user:' THEN
         RETURN;
     END IF;
     IF pg_has_role(session_user, current_user, 'MEMBER') THEN
         RETURN;
     END IF;
-    IF v_user IS NULL OR v_user = ''
+    IF p_store_key IS NULL OR v_user IS NULL OR v_user = ''
        OR split_part(p_store_key, ':', 3) COLLATE "C" <> v_user COLLATE "C" THEN
         PERFORM {S}._fail('not_found', format(
             'store %s does not exist or belongs to another user than this session''s {IDENTITY_SETTING} (%s): set {IDENTITY_SETTING} to the user the request serves',
@@ -234,7 +239,7 @@ $f$;
 CREATE OR REPLACE FUNCTION {S}._check_reachable(p_store_id bigint) RETURNS void
 LANGUAGE plpgsql STABLE AS $f$
 -- the readers and expire_files: store_id checked, a reserved store refused (a missing one is
--- left to the caller: no file, nothing to expire)
+-- left to the caller, no file or nothing to expire, unless the caller is bound: _check_identity)
 DECLARE
     v_key text;
 BEGIN
@@ -336,6 +341,7 @@ BEGIN
       INTO store_key, max_file_chars, max_files, max_store_chars, file_count, total_chars
       FROM {T}.dbm_stores s WHERE s.store_id = p_store_id FOR UPDATE;
     IF NOT FOUND THEN
+        PERFORM {S}._check_identity(p_store_id, NULL);  -- a bound caller: another user's answer
         PERFORM {S}._fail('not_found', format('store %s does not exist: check the store id', p_store_id));
     END IF;
     PERFORM {S}._refuse_reserved(p_store_id, store_key);  -- before any write
