@@ -1,5 +1,5 @@
 """A Python client of the in-database API (sql/<dialect>/api.sql) for the tests: calls, error
-mapping and the audit rows."""
+mapping, the audit rows and the logins that call it."""
 
 from __future__ import annotations
 
@@ -208,3 +208,16 @@ def missing_store_text(dialect_name: str, store_id: int) -> str:
     if dialect_name in ("mysql", "mariadb"):
         return f"store {store_id} does not exist or belongs to another user than this session's"
     return f"store {store_id} does not exist: check the store id"
+
+
+def create_login(engine: sa.engine.Engine, server_name: str, name: str, role: str) -> None:
+    """A LOGIN ``name`` holding only ``role`` (MariaDB/MySQL: ``'name'@'%'``, the role as its
+    default role), created through ``engine`` (an account that may create logins)."""
+    with engine.begin() as c:
+        if server_name == "postgres":
+            c.exec_driver_sql(f'CREATE ROLE "{name}" LOGIN')
+            c.exec_driver_sql(f'GRANT "{role}" TO "{name}"')
+        else:
+            c.exec_driver_sql(f"CREATE USER '{name}'@'%%'")
+            c.exec_driver_sql(f"GRANT {role} TO '{name}'@'%%'")
+            c.exec_driver_sql(f"SET DEFAULT ROLE {role} FOR '{name}'@'%%'")

@@ -20,7 +20,7 @@ from dbmemory.sqlgen.api_common import derived_role_base
 from dbmemory.sqlgen.deploy import mysql_definer_account
 from dbmemory.sqlgen.mysql.api import RETIRED, mysql_uninstall
 from dbmemory.sqlgen.oracle.api import oracle_statements
-from sql_api_client import code_of
+from sql_api_client import code_of, create_login
 
 _OPEN = "CALL dbm_memory_open_store('user', 'SUPPORT', %s, NULL, NULL, NULL, NULL, @s)"
 
@@ -122,10 +122,7 @@ def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
     login = f"{base}_lu"
     engine = _installed_with_three_users(url)
     try:
-        with engine.begin() as c:
-            c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
-            c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
-            c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
+        create_login(engine, "mysql", login, f"{base}_user")
         seen = _walks(_raw(url.set(username=login, password=None)))
         assert seen["alice"] == _ALICE, seen["alice"]
         assert seen[None] == set() and seen[""] == set()
@@ -235,10 +232,7 @@ def test_installing_again_drops_the_retired_name_exemption_and_its_grant(
 def _expire_one_store_is_bound(engine: sa.engine.Engine, url: URL, base: str) -> None:
     """expire_files for one store (an admin call): alice's store only with alice named."""
     admin = f"{base}_la"
-    with engine.begin() as c:
-        c.exec_driver_sql(f"CREATE USER '{admin}'@'%%'")
-        c.exec_driver_sql(f"GRANT {base}_admin TO '{admin}'@'%%'")
-        c.exec_driver_sql(f"SET DEFAULT ROLE {base}_admin FOR '{admin}'@'%%'")
+    create_login(engine, "mysql", admin, f"{base}_admin")
     caller = create_engine(url.set(username=admin, password=None))
     outcome: dict[str | None, str] = {}
     try:
@@ -303,14 +297,7 @@ def test_the_api_audit_rows_record_the_callers_login_not_the_definer(
         migrate.upgrade(engine)
         plain = url.render_as_string(hide_password=False)
         assert CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"]).exit_code == 0
-        with engine.begin() as c:
-            if server_name == "postgres":
-                c.exec_driver_sql(f'CREATE ROLE "{login}" LOGIN')
-                c.exec_driver_sql(f'GRANT "{base}_user" TO "{login}"')
-            else:
-                c.exec_driver_sql(f"CREATE USER '{login}'@'%%'")
-                c.exec_driver_sql(f"GRANT {base}_user TO '{login}'@'%%'")
-                c.exec_driver_sql(f"SET DEFAULT ROLE {base}_user FOR '{login}'@'%%'")
+        create_login(engine, server_name, login, f"{base}_user")
         caller = create_engine(url.set(username=login, password=None))
         try:
             with caller.begin() as c:

@@ -16,7 +16,7 @@ from dbmemory.cli import app
 from dbmemory.db import migrate
 from dbmemory.db.engine import create_engine
 from dbmemory.sqlgen.api_common import derived_role_base
-from sql_api_client import code_of
+from sql_api_client import code_of, create_login
 
 _MISSING = 999999
 _VIEW = '{"command": "view", "path": "/memories"}'
@@ -91,17 +91,6 @@ def _install(url: URL, server_name: str) -> tuple[sa.engine.Engine, int]:
     return engine, ids["bob"]
 
 
-def _login(engine: sa.engine.Engine, server_name: str, name: str, role: str) -> None:
-    with engine.begin() as c:
-        if server_name == "postgres":
-            c.exec_driver_sql(f'CREATE ROLE "{name}" LOGIN')
-            c.exec_driver_sql(f'GRANT "{role}" TO "{name}"')
-        else:
-            c.exec_driver_sql(f"CREATE USER '{name}'@'%%'")
-            c.exec_driver_sql(f"GRANT {role} TO '{name}'@'%%'")
-            c.exec_driver_sql(f"SET DEFAULT ROLE {role} FOR '{name}'@'%%'")
-
-
 def test_a_bound_caller_gets_the_same_answer_for_a_missing_store_as_for_another_users(
     server_name: str, make_empty_database: Callable[[], URL]
 ) -> None:
@@ -115,7 +104,7 @@ def test_a_bound_caller_gets_the_same_answer_for_a_missing_store_as_for_another_
     try:
         for suffix, role, calls in (("_mu", "_user", _PG_CALLS if pg else _MY_CALLS),
                                     ("_ma", "_admin", _PG_ADMIN_CALLS if pg else _MY_ADMIN_CALLS)):
-            _login(engine, server_name, f"{base}{suffix}", f"{base}{role}")
+            create_login(engine, server_name, f"{base}{suffix}", f"{base}{role}")
             caller = create_engine(url.set(username=f"{base}{suffix}", password=None))
             engines.append(caller)
             for identity in ("alice", None):

@@ -17,7 +17,7 @@ from dbmemory.db import migrate
 from dbmemory.db.engine import create_engine
 from dbmemory.sqlgen.api_common import derived_role_base
 from dbmemory.sqlgen.mysql.api import ROUTINES
-from sql_api_client import code_of
+from sql_api_client import code_of, create_login
 
 # Each hostile object runs, when called, as whoever calls it: it records that role in a session
 # setting the hostile session reads afterwards, and tries to grant the hostile role the tables.
@@ -245,18 +245,6 @@ def test_mariadb_routines_run_as_a_locked_account_with_dml_only(
         engine.dispose()
 
 
-def _login(engine: Engine, server_name: str, name: str, role: str) -> None:
-    """A LOGIN holding only ``role`` (MariaDB: as its default role)."""
-    with engine.begin() as c:
-        if server_name == "postgres":
-            c.exec_driver_sql(f'CREATE ROLE "{name}" LOGIN')
-            c.exec_driver_sql(f'GRANT "{role}" TO "{name}"')
-        else:
-            c.exec_driver_sql(f"CREATE USER '{name}'@'%%'")
-            c.exec_driver_sql(f"GRANT {role} TO '{name}'@'%%'")
-            c.exec_driver_sql(f"SET DEFAULT ROLE {role} FOR '{name}'@'%%'")
-
-
 def _calls(server_name: str) -> dict[str, str]:
     if server_name == "postgres":
         return {
@@ -303,8 +291,8 @@ def test_the_user_role_cannot_run_admin_calls_and_the_admin_role_cannot_run_file
         result = CliRunner().invoke(app, ["db", "install-api", "--url", plain, "--roles"])
         assert result.exit_code == 0, result.output
         assert f"role {base}_user may execute the file calls" in result.output
-        _login(engine, server_name, f"{base}_lu", f"{base}_user")
-        _login(engine, server_name, f"{base}_la", f"{base}_admin")
+        create_login(engine, server_name, f"{base}_lu", f"{base}_user")
+        create_login(engine, server_name, f"{base}_la", f"{base}_admin")
         as_user = create_engine(url.set(username=f"{base}_lu", password=None))
         as_admin = create_engine(url.set(username=f"{base}_la", password=None))
         calls = _calls(server_name)
@@ -339,7 +327,7 @@ def test_two_databases_installed_with_defaults_share_no_role(
     assert base != derived_role_base(second.database or "")
     engine = create_engine(second)
     try:
-        _login(engine, server_name, f"{base}_lu", f"{base}_user")  # database 1's user role
+        create_login(engine, server_name, f"{base}_lu", f"{base}_user")  # database 1's user role
     finally:
         engine.dispose()
     # a login meant for database 1 reaches nothing of database 2's API
@@ -364,7 +352,7 @@ def test_the_user_role_reaches_only_the_stores_of_its_session_identity(
             c.exec_driver_sql(
                 "SELECT dbm_memory.put_file(dbm_memory.open_store('user', p_agent_code => 'SUPPORT',"
                 f" p_user_id => '{user}'), '/memories/secret.md', '{user} secret')")
-    _login(engine, "postgres", f"{base}_lu", f"{base}_user")
+    create_login(engine, "postgres", f"{base}_lu", f"{base}_user")
     caller = create_engine(url.set(username=f"{base}_lu", password=None))
     seen: dict[str | None, set[str]] = {}
     try:
